@@ -1,0 +1,116 @@
+//! winfleet's `Fleet`: settings of the repository (DESIGN.md; field names are
+//! a contract).
+
+use serde::Deserialize;
+
+use super::instances::Shell;
+use super::meta::ObjectMeta;
+
+/// The Fleet object (at most one per repository; every field optional).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Fleet {
+    /// `winfleet.io/v1alpha1`.
+    pub api_version: String,
+    /// `Fleet`.
+    pub kind: String,
+    /// Name.
+    pub metadata: ObjectMeta,
+    /// Settings.
+    #[serde(default)]
+    pub spec: FleetSpec,
+}
+
+/// `spec` of a [`Fleet`].
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct FleetSpec {
+    /// Defaults for instances.
+    #[serde(default)]
+    pub defaults: Defaults,
+    /// containerd `config_path` per shell.
+    #[serde(default)]
+    pub registries: Registries,
+    /// Rollout limits.
+    #[serde(default)]
+    pub rollout: Rollout,
+    /// Prune guard.
+    #[serde(default)]
+    pub prune: Prune,
+    /// Drift detection.
+    #[serde(default)]
+    pub drift: Drift,
+    /// Where status is written.
+    #[serde(default)]
+    pub status: Status,
+}
+
+/// `spec.defaults`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Defaults {
+    /// Default SSH user.
+    pub username: Option<String>,
+    /// Default SSH port.
+    pub port: Option<u16>,
+    /// Default shell dialect.
+    pub shell: Option<Shell>,
+}
+
+/// `spec.registries`: a relative path is relative to the SSH user's home.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Registries {
+    /// Registries directory on PowerShell nodes.
+    pub powershell_dir: Option<String>,
+    /// Registries directory on posix nodes.
+    pub posix_dir: Option<String>,
+}
+
+/// `spec.rollout`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Rollout {
+    /// Nodes processed at once.
+    pub max_parallel: Option<u32>,
+    /// Nodes disrupted (cordoned, rebooting) at once.
+    pub max_unavailable: Option<u32>,
+}
+
+/// `spec.prune`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Prune {
+    /// Refuse to deconfigure more than this share of instances in one commit.
+    pub max_removal_percent: Option<u32>,
+}
+
+/// `spec.drift`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Drift {
+    /// How often nodes are re-observed without a new commit (`10m`, `1h30m`).
+    pub interval: Option<String>,
+    /// `correct` or `warn`.
+    pub mode: Option<DriftMode>,
+}
+
+/// What the daemon does about drift.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DriftMode {
+    /// Re-apply the desired state.
+    Correct,
+    /// Report drift, change nothing.
+    Warn,
+}
+
+/// `spec.status`.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Status {
+    /// Branch status commits go to.
+    pub branch: Option<String>,
+    /// Directory of status files (skipped when loading).
+    pub path: Option<String>,
+}

@@ -1,0 +1,98 @@
+//! winfleet's `WindowsInstanceList`: BYOH instances with per-instance
+//! settings (DESIGN.md, field names are a contract).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::meta::ObjectMeta;
+
+/// A list of Bring-Your-Own-Host instances.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WindowsInstanceList {
+    /// `winfleet.io/v1alpha1`.
+    pub api_version: String,
+    /// `WindowsInstanceList`.
+    pub kind: String,
+    /// Name of the list.
+    pub metadata: ObjectMeta,
+    /// The instances.
+    pub spec: WindowsInstanceListSpec,
+}
+
+/// `spec` of a [`WindowsInstanceList`].
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct WindowsInstanceListSpec {
+    /// The instances, in the order written.
+    #[serde(default)]
+    pub instances: Vec<InstanceEntry>,
+}
+
+/// One instance as written in a [`WindowsInstanceList`].
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct InstanceEntry {
+    /// DNS name or IPv4 literal.
+    pub address: String,
+    /// SSH user; defaults to the Fleet's.
+    #[serde(default)]
+    pub username: Option<String>,
+    /// SSH port; defaults to the Fleet's.
+    #[serde(default)]
+    pub port: Option<u16>,
+    /// Shell dialect; defaults to the Fleet's.
+    #[serde(default)]
+    pub shell: Option<Shell>,
+    /// Node labels winfleet manages.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Node taints winfleet manages.
+    #[serde(default)]
+    pub taints: Vec<Taint>,
+}
+
+/// The shell dialect winfleet speaks to a node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Shell {
+    /// Windows PowerShell, run as `powershell.exe … -Command -`.
+    Powershell,
+    /// POSIX sh (Linux nodes and the test fleet).
+    Posix,
+}
+
+impl Shell {
+    /// The name as written in the repository.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shell::Powershell => "powershell",
+            Shell::Posix => "posix",
+        }
+    }
+}
+
+/// A node taint.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Taint {
+    /// Taint key.
+    pub key: String,
+    /// Taint value (may be empty).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// `NoSchedule`, `PreferNoSchedule` or `NoExecute`.
+    pub effect: TaintEffect,
+}
+
+/// The effect of a [`Taint`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
+pub enum TaintEffect {
+    /// Do not schedule new pods.
+    NoSchedule,
+    /// Avoid scheduling new pods.
+    PreferNoSchedule,
+    /// Evict running pods too.
+    NoExecute,
+}

@@ -1,0 +1,244 @@
+//! The desired state: load every document of a revision, validate it in four
+//! stages, and render what each node and the cluster should look like.
+//!
+//! Stages (STYLE.md habit 4): YAML syntax → JSON Schema → typed parse →
+//! semantic rules across documents. Every diagnostic is collected, located
+//! (`path:line:column: /pointer`), and reported at once; a revision with any
+//! error yields no [`Desired`] at all, so nothing of it can be applied. This
+//! module does no IO: it reads a [`Snapshot`] that `source` produced.
+
+pub mod keys;
+pub mod kinds;
+pub mod model;
+pub mod rules;
+pub mod schema;
+pub mod yaml;
+
+use std::collections::BTreeMap;
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+pub use model::{Desired, FleetSettings, Instance, MachineSetDesired};
+
+use crate::diagnostic::{self, Diagnostic};
+use crate::render::pull_secret::PullSecret;
+use crate::source::Snapshot;
+use kinds::Kind;
+
+/// The status directory when no Fleet names another.
+pub const DEFAULT_STATUS_PATH: &str = "status";
+
+/// Inputs to rendering that do not come from the repository.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoadOptions<'a> {
+    /// Registry credentials for the `authorization` headers (decision 6).
+    pub pull_secret: Option<&'a PullSecret>,
+}
+
+/// The result of loading a revision: the desired state when it is valid,
+/// and every diagnostic (errors and warnings), sorted and located.
+#[derive(Debug)]
+pub struct Loaded {
+    /// `Some` only when there is no error.
+    pub desired: Option<Desired>,
+    /// All findings, errors and warnings.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Loaded {
+    /// Number of errors.
+    pub fn errors(&self) -> usize {
+        self.diagnostics.iter().filter(|d| d.is_error()).count()
+    }
+}
+
+/// A document that passed schema and typed parse.
+#[derive(Debug)]
+pub struct Doc<T> {
+    /// Repository path of its file.
+    pub path: String,
+    /// Index of the document in the file.
+    pub index: usize,
+    /// The typed document.
+    pub value: T,
+    /// The document as written.
+    pub raw: Value,
+}
+
+impl<T> Doc<T> {
+    /// An error about a field of this document.
+    pub fn error(&self, pointer: impl Into<String>, message: impl Into<String>) -> Diagnostic {
+        Diagnostic::error(&self.path, self.index, pointer, message)
+    }
+
+    /// A warning about a field of this document.
+    pub fn warning(&self, pointer: impl Into<String>, message: impl Into<String>) -> Diagnostic {
+        Diagnostic::warning(&self.path, self.index, pointer, message)
+    }
+}
+
+/// Every typed document of a revision, by kind, in path then document order.
+#[derive(Debug, Default)]
+pub struct Documents {
+    /// `windows-instances` ConfigMaps.
+    pub configmaps: Vec<Doc<kinds::configmap::InstancesConfigMap>>,
+    /// WindowsInstanceLists.
+    pub instance_lists: Vec<Doc<kinds::instances::WindowsInstanceList>>,
+    /// MachineSets.
+    pub machine_sets: Vec<Doc<kinds::machineset::MachineSet>>,
+    /// ImageDigestMirrorSets.
+    pub digest_mirrors: Vec<Doc<kinds::mirrors::ImageDigestMirrorSet>>,
+    /// ImageTagMirrorSets.
+    pub tag_mirrors: Vec<Doc<kinds::mirrors::ImageTagMirrorSet>>,
+    /// Proxies.
+    pub proxies: Vec<Doc<kinds::proxy::Proxy>>,
+    /// Fleets.
+    pub fleets: Vec<Doc<kinds::fleet::Fleet>>,
+}
+
+/// Loads, validates and renders one revision.
+pub fn load(snapshot: &Snapshot, options: LoadOptions<'_>) -> Loaded {
+    let mut diagnostics = keys::scan(snapshot);
+    let parsed = parse_files(snapshot, &mut diagnostics);
+    let status_path = status_path(&parsed);
+    let mut documents = Documents::default();
+    for (path, docs) in &parsed {
+        if is_under(path, &status_path) {
+            continue;
+        }
+        for (index, doc) in docs.iter().enumerate() {
+            classify(path, index, doc, &mut documents, &mut diagnostics);
+        }
+    }
+    let desired = rules::check(documents, options, &mut diagnostics);
+    locate_all(snapshot, &mut diagnostics);
+    diagnostic::sort(&mut diagnostics);
+    let valid = !diagnostics.iter().any(Diagnostic::is_error);
+    Loaded { desired: desired.filter(|_| valid), diagnostics }
+}
+
+/// Whether a repository path is read as configuration: YAML, and not under
+/// a dot-directory or a dot-file.
+pub fn is_config_path(path: &str) -> bool {
+    (path.ends_with(".yaml") || path.ends_with(".yml")) && !path.split('/').any(|c| c.starts_with('.'))
+}
+
+fn is_under(path: &str, dir: &str) -> bool {
+    !dir.is_empty() && path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
+}
+
+fn parse_files<'s>(snapshot: &'s Snapshot, diagnostics: &mut Vec<Diagnostic>) -> Vec<(&'s str, Vec<Value>)> {
+    let mut parsed = Vec::new();
+    for file in snapshot.files.iter().filter(|f| is_config_path(&f.path)) {
+        let Ok(text) = std::str::from_utf8(&file.bytes) else {
+            diagnostics.push(Diagnostic::at(&file.path, 1, 1, "file is not valid UTF-8"));
+            continue;
+        };
+        match yaml::parse_documents(&file.path, text) {
+            Ok(docs) => parsed.push((file.path.as_str(), docs)),
+            Err(d) => diagnostics.push(d),
+        }
+    }
+    parsed
+}
+
+/// The status directory: the single Fleet's `spec.status.path`, or the default.
+fn status_path(parsed: &[(&str, Vec<Value>)]) -> String {
+    let fleets: Vec<&Value> = parsed
+        .iter()
+        .flat_map(|(_, docs)| docs)
+        .filter(|d| kinds::identify(d) == Ok(Kind::Fleet))
+        .collect();
+    let path = match fleets.as_slice() {
+        [fleet] => fleet.pointer("/spec/status/path").and_then(Value::as_str),
+        _ => None,
+    };
+    normalize_dir(path.unwrap_or(DEFAULT_STATUS_PATH))
+}
+
+/// `./status/` → `status`.
+pub fn normalize_dir(path: &str) -> String {
+    path.trim_start_matches("./").trim_end_matches('/').to_owned()
+}
+
+fn classify(path: &str, index: usize, doc: &Value, out: &mut Documents, diagnostics: &mut Vec<Diagnostic>) {
+    let kind = match kinds::identify(doc) {
+        Ok(kind) => kind,
+        Err(kinds::Unrecognised::NotAnObject(pointer, message)) => {
+            diagnostics.push(Diagnostic::error(path, index, pointer, message));
+            return;
+        }
+        Err(kinds::Unrecognised::Unknown(message)) => {
+            diagnostics.push(Diagnostic::error(path, index, "/kind", message));
+            return;
+        }
+    };
+    let problems = schema::validate(kind, doc);
+    if !problems.is_empty() {
+        diagnostics.extend(problems.into_iter().map(|(p, m)| Diagnostic::error(path, index, p, m)));
+        return;
+    }
+    let mut typed = Typed { path, index, doc, diagnostics };
+    match kind {
+        Kind::InstancesConfigMap => typed.push(&mut out.configmaps),
+        Kind::WindowsInstanceList => typed.push(&mut out.instance_lists),
+        Kind::MachineSet => typed.push(&mut out.machine_sets),
+        Kind::ImageDigestMirrorSet => typed.push(&mut out.digest_mirrors),
+        Kind::ImageTagMirrorSet => typed.push(&mut out.tag_mirrors),
+        Kind::Proxy => typed.push(&mut out.proxies),
+        Kind::Fleet => typed.push(&mut out.fleets),
+    }
+}
+
+struct Typed<'a> {
+    path: &'a str,
+    index: usize,
+    doc: &'a Value,
+    diagnostics: &'a mut Vec<Diagnostic>,
+}
+
+impl Typed<'_> {
+    /// The third stage: the typed parse. The schema already accepted the
+    /// document; what remains are the limits JSON Schema cannot state, such
+    /// as `22.0` where an integer is expected.
+    fn push<T: DeserializeOwned>(&mut self, into: &mut Vec<Doc<T>>) {
+        match typed_parse::<T>(self.doc) {
+            Ok(value) => into.push(Doc { path: self.path.to_owned(), index: self.index, value, raw: self.doc.clone() }),
+            Err((pointer, message)) => self.diagnostics.push(Diagnostic::error(self.path, self.index, pointer, message)),
+        }
+    }
+}
+
+/// Deserializes a document into its type; on failure, the JSON pointer of
+/// the offending field and the message.
+pub fn typed_parse<T: DeserializeOwned>(doc: &Value) -> Result<T, (String, String)> {
+    serde_path_to_error::deserialize(doc).map_err(|e| {
+        let pointer: String = e
+            .path()
+            .iter()
+            .filter_map(|seg| match seg {
+                serde_path_to_error::Segment::Seq { index } => Some(diagnostic::child("", index)),
+                serde_path_to_error::Segment::Map { key } => Some(diagnostic::child("", key)),
+                serde_path_to_error::Segment::Enum { variant } => Some(diagnostic::child("", variant)),
+                serde_path_to_error::Segment::Unknown => None,
+            })
+            .collect();
+        (pointer, e.into_inner().to_string())
+    })
+}
+
+fn locate_all(snapshot: &Snapshot, diagnostics: &mut [Diagnostic]) {
+    let mut by_file: BTreeMap<&str, Vec<&mut Diagnostic>> = BTreeMap::new();
+    for d in diagnostics.iter_mut().filter(|d| d.document.is_some() && d.line == 0) {
+        let path: &str = &snapshot.files.iter().find(|f| f.path == d.path).map_or("", |f| f.path.as_str());
+        by_file.entry(path).or_default().push(d);
+    }
+    for (path, mut found) in by_file {
+        let text = snapshot.files.iter().find(|f| f.path == path).and_then(|f| std::str::from_utf8(&f.bytes).ok());
+        match text {
+            Some(text) => yaml::locate(text, &mut found),
+            None => found.iter_mut().for_each(|d| (d.line, d.column) = (1, 1)),
+        }
+    }
+}

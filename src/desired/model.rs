@@ -1,0 +1,123 @@
+//! The rendered desired state of a valid revision.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::kinds::fleet::DriftMode;
+use super::kinds::instances::{Shell, Taint};
+use crate::node::NodeSpec;
+use crate::render::mirrors::RegistryMirrors;
+
+/// Everything a valid revision says the fleet should be.
+#[derive(Clone, Debug)]
+pub struct Desired {
+    /// Fleet settings with defaults filled in.
+    pub fleet: FleetSettings,
+    /// BYOH instances by canonical address (lower-case, no trailing dot).
+    pub instances: BTreeMap<String, Instance>,
+    /// MachineSets by name.
+    pub machine_sets: BTreeMap<String, MachineSetDesired>,
+    /// Registry mirror sets, sorted by source registry.
+    pub registries: Vec<RegistryMirrors>,
+    /// Names of the ImageTagMirrorSets (for review warnings).
+    pub tag_mirror_sets: Vec<String>,
+    /// The node spec per shell dialect; every instance shares one of these.
+    pub specs: BTreeMap<Shell, Arc<NodeSpec>>,
+}
+
+/// One BYOH instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Instance {
+    /// Canonical address (lower-case DNS name without trailing dot, or IPv4).
+    pub address: String,
+    /// SSH user.
+    pub username: String,
+    /// SSH port.
+    pub port: u16,
+    /// Shell dialect.
+    pub shell: Shell,
+    /// Node labels winfleet manages.
+    pub labels: BTreeMap<String, String>,
+    /// Node taints winfleet manages.
+    pub taints: Vec<Taint>,
+    /// The file that lists it.
+    pub origin: String,
+    /// What the node should look like.
+    pub spec: Arc<NodeSpec>,
+}
+
+/// One MachineSet as the repository says it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MachineSetDesired {
+    /// Name.
+    pub name: String,
+    /// Namespace (`openshift-machine-api`).
+    pub namespace: String,
+    /// Replicas, when set.
+    pub replicas: Option<i64>,
+    /// The whole object, namespace filled in, as it will be applied.
+    pub object: Value,
+    /// The file that holds it.
+    pub origin: String,
+}
+
+/// Fleet settings with every default filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FleetSettings {
+    /// Default SSH user, if any.
+    pub default_username: Option<String>,
+    /// Default SSH port.
+    pub default_port: u16,
+    /// Default shell.
+    pub default_shell: Shell,
+    /// Registries directory on PowerShell nodes.
+    pub powershell_registries_dir: String,
+    /// Registries directory on posix nodes.
+    pub posix_registries_dir: String,
+    /// Nodes processed at once.
+    pub max_parallel: u32,
+    /// Nodes disrupted at once.
+    pub max_unavailable: u32,
+    /// Largest share of instances one commit may deconfigure.
+    pub max_removal_percent: u32,
+    /// Drift re-observation interval.
+    pub drift_interval: Duration,
+    /// Correct or only report drift.
+    pub drift_mode: DriftMode,
+    /// Branch for status commits.
+    pub status_branch: String,
+    /// Directory for status files.
+    pub status_path: String,
+}
+
+impl Default for FleetSettings {
+    fn default() -> Self {
+        Self {
+            default_username: None,
+            default_port: 22,
+            default_shell: Shell::Powershell,
+            powershell_registries_dir: r"C:\k\containerd\registries".into(),
+            posix_registries_dir: "/etc/containerd/certs.d".into(),
+            max_parallel: 32,
+            max_unavailable: 1,
+            max_removal_percent: 50,
+            drift_interval: Duration::from_secs(600),
+            drift_mode: DriftMode::Correct,
+            status_branch: "winfleet/status".into(),
+            status_path: "status".into(),
+        }
+    }
+}
+
+impl FleetSettings {
+    /// The registries directory for a dialect.
+    pub fn registries_dir(&self, shell: Shell) -> &str {
+        match shell {
+            Shell::Powershell => &self.powershell_registries_dir,
+            Shell::Posix => &self.posix_registries_dir,
+        }
+    }
+}

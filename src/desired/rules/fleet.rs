@@ -1,0 +1,126 @@
+//! Fleet rules: at most one Fleet, and sane settings; defaults filled in.
+
+use std::time::Duration;
+
+use super::names::check_username;
+use crate::desired::Doc;
+use crate::desired::kinds::fleet::Fleet;
+use crate::desired::model::FleetSettings;
+use crate::desired::normalize_dir;
+use crate::diagnostic::Diagnostic;
+
+/// Checks the Fleet (if any) and returns the settings in force.
+pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> FleetSettings {
+    let mut settings = FleetSettings::default();
+    let Some(doc) = docs.first() else { return settings };
+    for extra in &docs[1..] {
+        diagnostics.push(extra.error(
+            "/metadata/name",
+            format!("only one Fleet is allowed: {} already defines {}", doc.path, doc.value.metadata.name),
+        ));
+    }
+    let spec = &doc.value.spec;
+    let mut error = |pointer: &str, message: String| diagnostics.push(doc.error(pointer, message));
+    if let Some(username) = &spec.defaults.username {
+        match check_username(username) {
+            Ok(()) => settings.default_username = Some(username.clone()),
+            Err(reason) => error("/spec/defaults/username", reason),
+        }
+    }
+    match spec.defaults.port {
+        Some(0) => error("/spec/defaults/port", "port must be from 1 to 65535".into()),
+        Some(port) => settings.default_port = port,
+        None => {}
+    }
+    if let Some(shell) = spec.defaults.shell {
+        settings.default_shell = shell;
+    }
+    for (pointer, value, slot) in [
+        ("/spec/registries/powershellDir", &spec.registries.powershell_dir, &mut settings.powershell_registries_dir),
+        ("/spec/registries/posixDir", &spec.registries.posix_dir, &mut settings.posix_registries_dir),
+    ] {
+        let Some(dir) = value else { continue };
+        if dir.is_empty() || dir.chars().any(char::is_control) {
+            error(pointer, "the registries directory must be a non-empty path without control characters".into());
+        } else {
+            *slot = dir.clone();
+        }
+    }
+    for (pointer, value, slot) in [
+        ("/spec/rollout/maxParallel", spec.rollout.max_parallel, &mut settings.max_parallel),
+        ("/spec/rollout/maxUnavailable", spec.rollout.max_unavailable, &mut settings.max_unavailable),
+    ] {
+        match value {
+            Some(0) => error(pointer, "must be at least 1".into()),
+            Some(n) => *slot = n,
+            None => {}
+        }
+    }
+    match spec.prune.max_removal_percent {
+        Some(p) if p > 100 => error("/spec/prune/maxRemovalPercent", format!("{p} is not a percentage from 0 to 100")),
+        Some(p) => settings.max_removal_percent = p,
+        None => {}
+    }
+    if let Some(interval) = &spec.drift.interval {
+        match parse_duration(interval) {
+            Some(d) if d >= Duration::from_secs(1) => settings.drift_interval = d,
+            _ => error("/spec/drift/interval", format!("{interval:?} is not a duration of at least 1s (such as 30s, 10m or 1h30m)")),
+        }
+    }
+    if let Some(mode) = spec.drift.mode {
+        settings.drift_mode = mode;
+    }
+    if let Some(branch) = &spec.status.branch {
+        if git2::Reference::is_valid_name(&format!("refs/heads/{branch}")) {
+            settings.status_branch = branch.clone();
+        } else {
+            error("/spec/status/branch", format!("{branch:?} is not a valid Git branch name"));
+        }
+    }
+    if let Some(path) = &spec.status.path {
+        let dir = normalize_dir(path);
+        if dir.is_empty() || dir.starts_with('/') || dir.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+            error("/spec/status/path", format!("{path:?} must be a relative directory inside the repository"));
+        } else {
+            settings.status_path = dir;
+        }
+    }
+    settings
+}
+
+/// Parses Go-style durations: `90s`, `10m`, `1h30m`.
+pub fn parse_duration(text: &str) -> Option<Duration> {
+    let mut total = 0u64;
+    let mut rest = text;
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let n: u64 = rest[..digits].parse().ok()?;
+        rest = &rest[digits..];
+        let unit = match rest.as_bytes().first()? {
+            b'h' => 3600,
+            b'm' => 60,
+            b's' => 1,
+            _ => return None,
+        };
+        rest = &rest[1..];
+        total = total.checked_add(n.checked_mul(unit)?)?;
+    }
+    Some(Duration::from_secs(total))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_like_go() {
+        assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5400)));
+        assert_eq!(parse_duration("10m"), Some(Duration::from_secs(600)));
+        assert_eq!(parse_duration("10"), None);
+        assert_eq!(parse_duration("m"), None);
+        assert_eq!(parse_duration(""), None);
+    }
+}

@@ -1,0 +1,148 @@
+//! Instances from both formats: WMCO's ConfigMap (decision 7) and
+//! WindowsInstanceList. Addresses are checked and must be unique across all
+//! files and formats.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::names::{canonical_address, check_label_key, check_label_value, check_username};
+use crate::desired::Doc;
+use crate::desired::kinds::configmap::InstancesConfigMap;
+use crate::desired::kinds::instances::{Shell, Taint, WindowsInstanceList};
+use crate::desired::model::FleetSettings;
+use crate::diagnostic::{Diagnostic, child};
+
+/// An instance before its node spec is attached.
+#[derive(Clone, Debug)]
+pub struct Draft {
+    /// Canonical address.
+    pub address: String,
+    /// SSH user.
+    pub username: String,
+    /// SSH port.
+    pub port: u16,
+    /// Shell dialect.
+    pub shell: Shell,
+    /// Managed labels.
+    pub labels: BTreeMap<String, String>,
+    /// Managed taints.
+    pub taints: Vec<Taint>,
+    /// File that lists it.
+    pub origin: String,
+}
+
+/// Collects every instance, reporting each problem.
+pub fn collect(
+    configmaps: &[Doc<InstancesConfigMap>],
+    lists: &[Doc<WindowsInstanceList>],
+    fleet: &FleetSettings,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<Draft> {
+    let mut seen = Seen::default();
+    let mut drafts = Vec::new();
+    for doc in configmaps {
+        for (key, value) in &doc.value.data {
+            let pointer = child("/data", key);
+            let address = address(doc, &pointer, key, &mut seen, diagnostics);
+            let username = match value.split_once('=') {
+                Some(("username", name)) => match check_username(name) {
+                    Ok(()) => Some(name.to_owned()),
+                    Err(reason) => {
+                        diagnostics.push(doc.error(&pointer, reason));
+                        None
+                    }
+                },
+                Some((left, _)) => {
+                    diagnostics.push(doc.error(
+                        &pointer,
+                        format!("value must be \"username=<name>\" (WMCO's format), but the part before '=' is {left:?}"),
+                    ));
+                    None
+                }
+                None => {
+                    diagnostics.push(doc.error(&pointer, "value must be \"username=<name>\" (WMCO's format), but it has no '='"));
+                    None
+                }
+            };
+            if let (Some(address), Some(username)) = (address, username) {
+                drafts.push(Draft {
+                    address,
+                    username,
+                    port: fleet.default_port,
+                    shell: fleet.default_shell,
+                    labels: BTreeMap::new(),
+                    taints: Vec::new(),
+                    origin: doc.path.clone(),
+                });
+            }
+        }
+    }
+    for doc in lists {
+        for (i, entry) in doc.value.spec.instances.iter().enumerate() {
+            let at = format!("/spec/instances/{i}");
+            let address = address(doc, &format!("{at}/address"), &entry.address, &mut seen, diagnostics);
+            let username = match (&entry.username, &fleet.default_username) {
+                (Some(name), _) => check_username(name).map(|()| name.clone()).map_err(|r| (format!("{at}/username"), r)),
+                (None, Some(default)) => Ok(default.clone()),
+                (None, None) => Err((
+                    at.clone(),
+                    "missing username: set username here or spec.defaults.username in the Fleet".to_owned(),
+                )),
+            };
+            let username = username.map_err(|(p, r)| diagnostics.push(doc.error(p, r))).ok();
+            let port = entry.port.unwrap_or(fleet.default_port);
+            if port == 0 {
+                diagnostics.push(doc.error(format!("{at}/port"), "port must be from 1 to 65535"));
+            }
+            check_labels(doc, &at, &entry.labels, diagnostics);
+            check_taints(doc, &at, &entry.taints, diagnostics);
+            if let (Some(address), Some(username)) = (address, username) {
+                drafts.push(Draft {
+                    address,
+                    username,
+                    port,
+                    shell: entry.shell.unwrap_or(fleet.default_shell),
+                    labels: entry.labels.clone(),
+                    taints: entry.taints.clone(),
+                    origin: doc.path.clone(),
+                });
+            }
+        }
+    }
+    drafts
+}
+
+/// First place each canonical address was listed.
+#[derive(Default)]
+struct Seen(BTreeMap<String, (String, String)>);
+
+fn address<T>(doc: &Doc<T>, pointer: &str, written: &str, seen: &mut Seen, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
+    let canonical = canonical_address(written).map_err(|reason| diagnostics.push(doc.error(pointer, reason))).ok()?;
+    if let Some((path, at)) = seen.0.get(&canonical) {
+        diagnostics.push(doc.error(pointer, format!("instance {canonical} is listed twice: it is already in {path} at {at}")));
+        return None;
+    }
+    seen.0.insert(canonical.clone(), (doc.path.clone(), pointer.to_owned()));
+    Some(canonical)
+}
+
+fn check_labels<T>(doc: &Doc<T>, at: &str, labels: &BTreeMap<String, String>, diagnostics: &mut Vec<Diagnostic>) {
+    for (key, value) in labels {
+        let pointer = child(&format!("{at}/labels"), key);
+        if let Err(reason) = check_label_key(key).and_then(|()| check_label_value(value)) {
+            diagnostics.push(doc.error(pointer, format!("label {reason}")));
+        }
+    }
+}
+
+fn check_taints<T>(doc: &Doc<T>, at: &str, taints: &[Taint], diagnostics: &mut Vec<Diagnostic>) {
+    let mut seen = BTreeSet::new();
+    for (j, taint) in taints.iter().enumerate() {
+        let pointer = format!("{at}/taints/{j}");
+        if let Err(reason) = check_label_key(&taint.key).and_then(|()| check_label_value(&taint.value)) {
+            diagnostics.push(doc.error(&pointer, format!("taint {reason}")));
+        }
+        if !seen.insert((&taint.key, taint.effect)) {
+            diagnostics.push(doc.error(&pointer, format!("taint {} with effect {:?} is listed twice", taint.key, taint.effect)));
+        }
+    }
+}

@@ -1,0 +1,87 @@
+//! Mirror rules: location syntax, wildcard sources, registry-level mirroring,
+//! and the registry-wide effect of ImageTagMirrorSets (WMCO-SPEC 1.4, 1.9).
+
+use crate::desired::Doc;
+use crate::desired::kinds::mirrors::{ImageDigestMirrorSet, ImageTagMirrorSet, MirrorEntry, MirrorSourcePolicy};
+use crate::diagnostic::Diagnostic;
+use crate::render::mirrors::{Entry, RegistryMirrors, merge};
+use crate::render::reference::{check_location, is_wildcard, mirror_host, unkept_source_path};
+
+/// Checks every mirror set and merges the valid entries per registry.
+pub fn collect(
+    digest: &[Doc<ImageDigestMirrorSet>],
+    tag: &[Doc<ImageTagMirrorSet>],
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Vec<RegistryMirrors> {
+    let mut entries = Vec::new();
+    for doc in digest {
+        check(doc, "imageDigestMirrors", &doc.value.spec.image_digest_mirrors, false, &mut entries, diagnostics);
+    }
+    for doc in tag {
+        diagnostics.push(doc.warning(
+            "/kind",
+            format!(
+                "ImageTagMirrorSet {}: on Windows nodes a tag mirror applies to every repository of the source's registry, \
+                 and creating, changing or deleting an ImageTagMirrorSet makes the Machine Config Operator drain and reboot \
+                 every Linux node; prefer an ImageDigestMirrorSet (pull by digest)",
+                doc.value.metadata.name
+            ),
+        ));
+        check(doc, "imageTagMirrors", &doc.value.spec.image_tag_mirrors, true, &mut entries, diagnostics);
+    }
+    merge(entries)
+}
+
+fn check<'a, T>(
+    doc: &Doc<T>,
+    field: &str,
+    list: &'a [MirrorEntry],
+    resolve_tags: bool,
+    entries: &mut Vec<Entry<'a>>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    for (i, entry) in list.iter().enumerate() {
+        let at = format!("/spec/{field}/{i}");
+        let never = entry.mirror_source_policy == Some(MirrorSourcePolicy::NeverContactSource);
+        let mut ok = true;
+        if is_wildcard(&entry.source) {
+            diagnostics.push(doc.error(
+                format!("{at}/source"),
+                format!(
+                    "wildcard source {:?} cannot be mirrored on Windows nodes: containerd looks registries up by exact \
+                     host name and '*' is not valid in a Windows directory name; list each registry instead",
+                    entry.source
+                ),
+            ));
+            ok = false;
+        } else if let Err(reason) = check_location(&entry.source, true) {
+            diagnostics.push(doc.error(format!("{at}/source"), format!("source {:?} {reason}", entry.source)));
+            ok = false;
+        }
+        if never && entry.mirrors.is_empty() {
+            diagnostics.push(doc.error(format!("{at}/mirrors"), "NeverContactSource needs at least one mirror"));
+        }
+        for (j, mirror) in entry.mirrors.iter().enumerate() {
+            let pointer = format!("{at}/mirrors/{j}");
+            if let Err(reason) = check_location(mirror, false) {
+                diagnostics.push(doc.error(pointer, format!("mirror {mirror:?} {reason}")));
+                ok = false;
+            } else if ok && let Some(unkept) = unkept_source_path(&entry.source, mirror) {
+                diagnostics.push(doc.warning(
+                    pointer,
+                    format!(
+                        "mirror {mirror} does not keep the source's repository path {unkept:?}: Windows nodes mirror at \
+                         registry level (containerd appends the whole source path to the mirror), so images of {source} are \
+                         pulled from {host}/{path}; name the mirror <registry>/[<namespace>/]{path}",
+                        source = entry.source,
+                        host = mirror_host(&entry.source, mirror),
+                        path = entry.source.split_once('/').map_or("", |(_, p)| p),
+                    ),
+                ));
+            }
+        }
+        if ok {
+            entries.push(Entry { source: &entry.source, mirrors: &entry.mirrors, never_contact_source: never, resolve_tags });
+        }
+    }
+}

@@ -1,0 +1,54 @@
+//! The fourth stage: semantic rules across documents, and assembly of the
+//! [`Desired`] state from documents that passed them.
+
+pub mod fleet;
+pub mod instances;
+pub mod machinesets;
+pub mod mirrors;
+pub mod names;
+pub mod proxy;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::kinds::instances::Shell;
+use super::model::{Desired, Instance};
+use super::{Documents, LoadOptions};
+use crate::diagnostic::Diagnostic;
+use crate::render;
+
+/// Runs every rule; returns the desired state (callers drop it when any
+/// error was reported).
+pub fn check(docs: Documents, options: LoadOptions<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<Desired> {
+    let fleet = fleet::settings(&docs.fleets, diagnostics);
+    let drafts = instances::collect(&docs.configmaps, &docs.instance_lists, &fleet, diagnostics);
+    let machine_sets = machinesets::collect(&docs.machine_sets, diagnostics);
+    let registries = mirrors::collect(&docs.digest_mirrors, &docs.tag_mirrors, diagnostics);
+    let environment = proxy::environment(&docs.proxies, diagnostics);
+    let specs: BTreeMap<Shell, Arc<_>> = [Shell::Powershell, Shell::Posix]
+        .into_iter()
+        .map(|shell| {
+            let dir = fleet.registries_dir(shell);
+            (shell, Arc::new(render::node_spec(shell, dir, &registries, &environment, options.pull_secret)))
+        })
+        .collect();
+    let instances = drafts
+        .into_iter()
+        .filter_map(|d| {
+            let spec = Arc::clone(specs.get(&d.shell)?);
+            let instance = Instance {
+                address: d.address,
+                username: d.username,
+                port: d.port,
+                shell: d.shell,
+                labels: d.labels,
+                taints: d.taints,
+                origin: d.origin,
+                spec,
+            };
+            Some((instance.address.clone(), instance))
+        })
+        .collect();
+    let tag_mirror_sets = docs.tag_mirrors.iter().map(|d| d.value.metadata.name.clone()).collect();
+    Some(Desired { fleet, instances, machine_sets, registries, tag_mirror_sets, specs })
+}

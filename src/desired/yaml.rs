@@ -1,0 +1,202 @@
+//! YAML reading: multi-document files into JSON values, and JSON pointers
+//! back to line and column.
+//!
+//! Parsing uses serde-saphyr configured like kubectl (YAML 1.1 octal and
+//! booleans, duplicate keys rejected, STACK.md 3.1). Positions are only needed
+//! when there is something to report, so [`locate`] re-reads the file's event
+//! stream on demand instead of carrying spans through every value: a valid
+//! repository pays nothing for them.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+use serde_saphyr::granit_parser::{Event, Parser};
+
+use crate::diagnostic::{Diagnostic, child};
+
+/// Parses every non-empty document of one file.
+///
+/// On a syntax error returns the diagnostic for it (with position); the file
+/// then contributes no documents.
+pub fn parse_documents(path: &str, text: &str) -> Result<Vec<Value>, Diagnostic> {
+    let options = serde_saphyr::options! { legacy_octal_numbers: true };
+    serde_saphyr::from_multiple_with_options::<Value>(text, options)
+        .map(|docs| docs.into_iter().filter(|d| !d.is_null()).collect())
+        .map_err(|e| {
+            let (line, column) = e.location().map_or((1, 1), |l| (l.line() as usize, l.column() as usize));
+            Diagnostic::at(path, line.max(1), column.max(1), format!("YAML syntax: {}", first_line(&e.to_string())))
+        })
+}
+
+/// The first meaningful line of a parser message (they may carry a snippet).
+fn first_line(message: &str) -> String {
+    let line = message.lines().find(|l| !l.trim().is_empty()).unwrap_or(message);
+    line.trim().to_owned()
+}
+
+/// Line and column (1-based) of every JSON pointer in every non-empty
+/// document of a file: `positions[document][pointer]`.
+///
+/// A pointer to a mapping entry resolves to its key, so that an unknown or
+/// misspelt field is shown where it is written; a sequence item resolves to
+/// the item; the empty pointer to the document's first node.
+pub fn positions(text: &str) -> Vec<HashMap<String, (usize, usize)>> {
+    let mut docs = Vec::new();
+    let mut walker = Walker::default();
+    for item in Parser::new_from_str(text) {
+        let Ok((event, span)) = item else { break };
+        let at = (span.start.line().max(1), span.start.col() + 1);
+        match event {
+            Event::DocumentStart(..) => walker = Walker::default(),
+            Event::DocumentEnd => {
+                if !walker.empty {
+                    docs.push(std::mem::take(&mut walker.found));
+                }
+            }
+            Event::Scalar(value, ..) => walker.scalar(&value, at),
+            Event::Alias(..) => walker.scalar("", at),
+            Event::MappingStart(..) => walker.open(Frame::Map { key: None }, at),
+            Event::SequenceStart(..) => walker.open(Frame::Seq { index: 0 }, at),
+            Event::MappingEnd | Event::SequenceEnd => walker.close(),
+            _ => {}
+        }
+    }
+    docs
+}
+
+/// Fills in line and column of diagnostics about one file's documents.
+pub fn locate(text: &str, diagnostics: &mut [&mut Diagnostic]) {
+    let positions = positions(text);
+    for d in diagnostics.iter_mut() {
+        let Some(doc) = d.document.and_then(|i| positions.get(i)) else { continue };
+        let mut pointer = d.pointer.as_str();
+        // Fall back to the nearest enclosing node that exists (a missing field
+        // is reported at its parent).
+        let (line, column) = loop {
+            if let Some(p) = doc.get(pointer) {
+                break *p;
+            }
+            match pointer.rfind('/') {
+                Some(i) => pointer = &pointer[..i],
+                None => break (1, 1),
+            }
+        };
+        d.line = line;
+        d.column = column;
+    }
+}
+
+enum Frame {
+    Map { key: Option<String> },
+    Seq { index: usize },
+}
+
+#[derive(Default)]
+struct Walker {
+    stack: Vec<(String, Frame)>,
+    found: HashMap<String, (usize, usize)>,
+    empty: bool,
+    started: bool,
+}
+
+impl Walker {
+    /// The pointer of the node that starts now, or None when it is a key.
+    fn next_pointer(&mut self, at: (usize, usize)) -> Option<String> {
+        let Some((pointer, frame)) = self.stack.last_mut() else {
+            return Some(String::new());
+        };
+        match frame {
+            Frame::Map { key } => match key.take() {
+                Some(k) => Some(child(pointer, k)),
+                None => None,
+            },
+            Frame::Seq { index } => {
+                let p = child(pointer, *index);
+                *index += 1;
+                self.found.entry(p.clone()).or_insert(at);
+                Some(p)
+            }
+        }
+    }
+
+    fn scalar(&mut self, value: &str, at: (usize, usize)) {
+        if !self.started {
+            self.started = true;
+            self.empty = value.is_empty() || value == "~" || value == "null";
+        }
+        if self.next_pointer(at).is_none() {
+            // A key: remember it, and record the entry's position at the key.
+            if let Some((pointer, Frame::Map { key })) = self.stack.last_mut() {
+                let p = child(pointer, value);
+                self.found.entry(p).or_insert(at);
+                *key = Some(value.to_owned());
+            }
+        }
+    }
+
+    fn open(&mut self, frame: Frame, at: (usize, usize)) {
+        self.started = true;
+        match self.next_pointer(at) {
+            Some(p) => {
+                self.found.entry(p.clone()).or_insert(at);
+                self.stack.push((p, frame));
+            }
+            // A complex key: not addressable by a JSON pointer; track depth only.
+            None => self.stack.push(("\u{0}".to_owned(), frame)),
+        }
+    }
+
+    fn close(&mut self) {
+        self.stack.pop();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn octal_and_booleans_read_like_kubectl() {
+        let docs = parse_documents("f.yaml", "mode: 0755\nflag: yes\n").unwrap();
+        assert_eq!(docs[0]["mode"], 493);
+        assert_eq!(docs[0]["flag"], true);
+    }
+
+    #[test]
+    fn empty_documents_are_skipped() {
+        let docs = parse_documents("f.yaml", "---\n# only a comment\n---\na: 1\n---\n").unwrap();
+        assert_eq!(docs.len(), 1);
+    }
+
+    #[test]
+    fn syntax_errors_carry_a_position() {
+        let err = parse_documents("f.yaml", "a: 1\nb: [1, 2\n").unwrap_err();
+        assert!(err.line >= 2, "{err}");
+        assert!(err.message.starts_with("YAML syntax: "), "{err}");
+    }
+
+    #[test]
+    fn duplicate_keys_are_rejected() {
+        assert!(parse_documents("f.yaml", "a: 1\na: 2\n").is_err());
+    }
+
+    #[test]
+    fn pointers_resolve_to_keys_and_items() {
+        let text = "---\n# nothing\n---\nkind: X\nspec:\n  items:\n  - a: 1\n    b: 2\n  - c\n---\nother: {x/y: 3}\n";
+        let p = positions(text);
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0][""], (4, 1));
+        assert_eq!(p[0]["/spec"], (5, 1));
+        assert_eq!(p[0]["/spec/items/0"], (7, 5));
+        assert_eq!(p[0]["/spec/items/0/b"], (8, 5));
+        assert_eq!(p[0]["/spec/items/1"], (9, 5));
+        assert_eq!(p[1]["/other/x~1y"], (11, 9));
+    }
+
+    #[test]
+    fn locate_falls_back_to_the_nearest_parent() {
+        let mut d = Diagnostic::error("f.yaml", 0, "/spec/missing", "m");
+        locate("spec:\n  a: 1\n", &mut [&mut d]);
+        assert_eq!((d.line, d.column), (1, 1));
+    }
+}

@@ -1,0 +1,30 @@
+//! winfleet: run the Windows worker nodes of an OpenShift/Kubernetes cluster
+//! from a Git repository.
+//!
+//! One reconcile round is a straight pipeline (DESIGN.md); each stage is a
+//! module with one job, and only the ends touch the outside world:
+//!
+//! ```text
+//!  source ──► desired ──► observe ──► plan ──► apply ──► report
+//!  (git2)     (load,      (SSH facts,  (pure     (SSH ops,  (status files,
+//!             validate,    kube reads)  diff)     kube       commit + push)
+//!             render)                             writes)
+//! ```
+//!
+//! - [`source`] reads a repository's working tree or a committed revision.
+//! - [`desired`] loads, validates (syntax → schema → types → rules) and
+//!   renders every node's [`node::NodeSpec`] and the cluster objects.
+//! - [`render`] holds the pure renderers (hosts.toml, mirrors, credentials).
+//! - [`plan`] compares two desired states (the offline plan for review) and
+//!   prints plans as text, markdown or JSON.
+//! - [`diagnostic`] is the one vocabulary for what validation reports.
+//!
+//! `observe`, `apply` and `report` arrive with the node engine, the cluster
+//! side and the daemon; they plug into the same [`plan::Plan`] data.
+
+pub mod desired;
+pub mod diagnostic;
+pub mod node;
+pub mod plan;
+pub mod render;
+pub mod source;

@@ -1,0 +1,98 @@
+//! What a node should look like: [`NodeSpec`] and the files in it.
+//!
+//! A NodeSpec is the same for every node that shares a shell dialect, so
+//! nodes hold it behind an `Arc`: ten thousand instances cost one spec each
+//! way, and plans can compare specs once per pair instead of once per node.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::desired::kinds::instances::Shell;
+
+/// The environment variables winfleet manages on every node (WMCO's watched
+/// variables, WMCO-SPEC 2.3): present when desired, removed otherwise.
+pub const MANAGED_ENVIRONMENT: [&str; 3] = ["HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY"];
+
+/// The desired configuration of one node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeSpec {
+    /// The dialect the node is driven with.
+    pub shell: Shell,
+    /// containerd's `config_path` (relative = from the SSH user's home).
+    pub registries_dir: String,
+    /// `hosts.toml` per registry directory name; every other directory in
+    /// `registries_dir` must not exist (decision 5).
+    pub registries: BTreeMap<String, ManagedFile>,
+    /// Desired values of the [`MANAGED_ENVIRONMENT`] variables; a managed
+    /// name that is absent here must be unset.
+    pub environment: BTreeMap<String, String>,
+}
+
+/// The file inside each registry directory.
+pub const HOSTS_TOML: &str = "hosts.toml";
+
+/// The directory name of a registry under the registries directory
+/// (decision 4): `host_port_` on Windows, where `:` is not a valid file name
+/// character and containerd looks there first; `host:port` on posix.
+pub fn registry_dir_name(registry: &str, shell: Shell) -> String {
+    match (shell, registry.rsplit_once(':')) {
+        (Shell::Powershell, Some((host, port))) => format!("{host}_{port}_"),
+        _ => registry.to_owned(),
+    }
+}
+
+/// A file winfleet writes, with the form it may be displayed in.
+///
+/// `content` is the exact bytes for the node; `display` replaces secrets
+/// (registry credentials) with `<redacted>`. `Debug` shows only the display
+/// form, so a stray `{:?}` cannot leak a credential.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ManagedFile {
+    content: String,
+    redacted: Option<String>,
+}
+
+impl ManagedFile {
+    /// A file without secrets.
+    pub fn plain(content: String) -> Self {
+        Self { content, redacted: None }
+    }
+
+    /// A file with secrets, and its redacted form.
+    pub fn with_secret(content: String, redacted: String) -> Self {
+        Self { content, redacted: Some(redacted) }
+    }
+
+    /// The exact bytes to write on the node.
+    pub fn content(&self) -> &str {
+        &self.content
+    }
+
+    /// The form safe to show in plans, logs and status.
+    pub fn display(&self) -> &str {
+        self.redacted.as_deref().unwrap_or(&self.content)
+    }
+
+    /// Whether the file carries secrets.
+    pub fn has_secret(&self) -> bool {
+        self.redacted.is_some()
+    }
+}
+
+impl fmt::Debug for ManagedFile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ManagedFile").field(&self.display()).finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_directories_with_ports_follow_the_dialect() {
+        assert_eq!(registry_dir_name("r.io:5000", Shell::Powershell), "r.io_5000_");
+        assert_eq!(registry_dir_name("r.io:5000", Shell::Posix), "r.io:5000");
+        assert_eq!(registry_dir_name("r.io", Shell::Powershell), "r.io");
+    }
+}

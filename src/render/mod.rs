@@ -1,0 +1,34 @@
+//! Rendering: the pure functions that turn validated documents into the
+//! bytes and values a node should have. No IO, no clock.
+//!
+//! - [`reference`]: image locations (registry host, org path, suffix rule).
+//! - [`mirrors`]: IDMS/ITMS entries merged per source registry.
+//! - [`hosts_toml`]: containerd hosts.toml, byte-exact.
+//! - [`pull_secret`]: registry credentials, redacted wherever shown.
+
+pub mod hosts_toml;
+pub mod mirrors;
+pub mod pull_secret;
+pub mod reference;
+
+use std::collections::BTreeMap;
+
+use crate::desired::kinds::instances::Shell;
+use crate::node::{NodeSpec, registry_dir_name};
+use mirrors::RegistryMirrors;
+use pull_secret::PullSecret;
+
+/// The node spec for every node of one shell dialect.
+pub fn node_spec(
+    shell: Shell,
+    registries_dir: &str,
+    registries: &[RegistryMirrors],
+    environment: &BTreeMap<String, String>,
+    secret: Option<&PullSecret>,
+) -> NodeSpec {
+    let registries = registries
+        .iter()
+        .map(|set| (registry_dir_name(&set.registry, shell), hosts_toml::render(set, secret)))
+        .collect();
+    NodeSpec { shell, registries_dir: registries_dir.to_owned(), registries, environment: environment.clone() }
+}

@@ -1,0 +1,55 @@
+//! Reading the committed tree of a revision with git2.
+
+use std::path::Path;
+
+use git2::{ObjectType, Repository, TreeWalkMode, TreeWalkResult};
+
+use super::{Snapshot, SourceError, SourceFile};
+
+/// Resolves a revision expression (`HEAD`, a branch, a SHA) to a full commit id.
+pub fn resolve_revision(repo_dir: &Path, rev: &str) -> Result<String, SourceError> {
+    let repo = open(repo_dir)?;
+    let commit = find_commit(&repo, rev)?;
+    Ok(commit.id().to_string())
+}
+
+/// Reads every blob of the tree of `rev` (symbolic links and submodules skipped).
+pub fn read_revision(repo_dir: &Path, rev: &str) -> Result<Snapshot, SourceError> {
+    let repo = open(repo_dir)?;
+    let commit = find_commit(&repo, rev)?;
+    let tree = commit.tree().map_err(|e| SourceError::git(format!("reading the tree of {rev}"), &e))?;
+    let mut files = Vec::new();
+    let mut failure = None;
+    tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
+        // 0o120000 = symbolic link: its "content" is a path, never config.
+        if entry.kind() != Some(ObjectType::Blob) || entry.filemode() == 0o120000 {
+            return TreeWalkResult::Ok;
+        }
+        let Ok(name) = entry.name() else { return TreeWalkResult::Ok };
+        match repo.find_blob(entry.id()) {
+            Ok(blob) => files.push(SourceFile { path: format!("{dir}{name}"), bytes: blob.content().to_vec() }),
+            Err(e) => {
+                failure = Some(SourceError::git(format!("reading {dir}{name} at {rev}"), &e));
+                return TreeWalkResult::Abort;
+            }
+        }
+        TreeWalkResult::Ok
+    })
+    .map_err(|e| SourceError::git(format!("walking the tree of {rev}"), &e))?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Snapshot { revision: Some(commit.id().to_string()), files })
+}
+
+fn open(repo_dir: &Path) -> Result<Repository, SourceError> {
+    Repository::discover(repo_dir)
+        .map_err(|e| SourceError::git(format!("opening a Git repository at {}", repo_dir.display()), &e))
+}
+
+fn find_commit<'r>(repo: &'r Repository, rev: &str) -> Result<git2::Commit<'r>, SourceError> {
+    repo.revparse_single(rev)
+        .and_then(|o| o.peel_to_commit())
+        .map_err(|e| SourceError::git(format!("resolving revision {rev}"), &e))
+}
