@@ -1,1 +1,26 @@
-fn main() {}
+//! The `winfleet` command: argument parsing and exit codes; the work is in
+//! the library (see `lib.rs` for the pipeline).
+
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = match cli::Cli::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            let _ = e.print();
+            // Usage errors exit 1, not clap's 2: for `plan`, 2 means "changes".
+            return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
+        }
+    };
+    match cli::run(args) {
+        Ok(code) => code,
+        Err(e) => {
+            cli::output::error(&format!("{e:#}"));
+            ExitCode::from(1)
+        }
+    }
+}

@@ -85,8 +85,47 @@ impl fmt::Debug for ManagedFile {
     }
 }
 
+/// A path on a node: `dir` joined with `parts` by the dialect's separator.
+pub fn node_path(shell: Shell, dir: &str, parts: &[&str]) -> String {
+    let sep = match shell {
+        Shell::Powershell => '\\',
+        Shell::Posix => '/',
+    };
+    let mut path = dir.trim_end_matches(sep).to_owned();
+    for part in parts {
+        path.push(sep);
+        path.push_str(part);
+    }
+    path
+}
+
+/// An environment value as it may be displayed: a password in a proxy URL
+/// (`http://user:password@proxy:3128`) is replaced by `<redacted>`.
+pub fn display_env_value(value: &str) -> String {
+    let Some(scheme_end) = value.find("://").map(|i| i + 3) else { return value.to_owned() };
+    let authority_end = value[scheme_end..].find('/').map_or(value.len(), |i| scheme_end + i);
+    let authority = &value[scheme_end..authority_end];
+    let Some(at) = authority.rfind('@') else { return value.to_owned() };
+    let Some(colon) = authority[..at].find(':') else { return value.to_owned() };
+    format!("{}{}<redacted>{}", &value[..scheme_end], &authority[..=colon], &value[scheme_end + at..])
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn proxy_passwords_are_redacted_for_display() {
+        assert_eq!(display_env_value("http://u:s3cret@proxy:3128"), "http://u:<redacted>@proxy:3128");
+        assert_eq!(display_env_value("http://u@proxy:3128"), "http://u@proxy:3128");
+        assert_eq!(display_env_value("http://proxy:3128"), "http://proxy:3128");
+        assert_eq!(display_env_value(".svc,10.0.0.0/16"), ".svc,10.0.0.0/16");
+    }
+
+    #[test]
+    fn node_paths_use_the_dialect_separator() {
+        assert_eq!(node_path(Shell::Powershell, r"C:\k\reg\", &["a.io", "hosts.toml"]), r"C:\k\reg\a.io\hosts.toml");
+        assert_eq!(node_path(Shell::Posix, "/etc/c/", &["a.io"]), "/etc/c/a.io");
+    }
+
     use super::*;
 
     #[test]

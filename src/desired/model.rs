@@ -22,8 +22,9 @@ pub struct Desired {
     pub machine_sets: BTreeMap<String, MachineSetDesired>,
     /// Registry mirror sets, sorted by source registry.
     pub registries: Vec<RegistryMirrors>,
-    /// Names of the ImageTagMirrorSets (for review warnings).
-    pub tag_mirror_sets: Vec<String>,
+    /// Every IDMS/ITMS `spec` by `Kind/name` (for review warnings: the
+    /// Machine Config Operator reacts to these objects, not to hosts.toml).
+    pub mirror_sets: BTreeMap<String, Value>,
     /// The node spec per shell dialect; every instance shares one of these.
     pub specs: BTreeMap<Shell, Arc<NodeSpec>>,
 }

@@ -1,1 +1,197 @@
-//! Plans.
+//! Plans: what would change, as data (STYLE.md habit 2).
+//!
+//! [`offline`] computes the plan between two revisions for review (no
+//! cluster, no SSH). A [`Plan`] serialises (the versioned JSON format in
+//! docs/plan-format.md) and displays ([`text`], [`markdown`]). Planning is
+//! pure: the same inputs give the same plan, byte for byte.
+
+pub mod fields;
+pub mod json;
+pub mod markdown;
+pub mod offline;
+pub mod text;
+
+use serde::Serialize;
+use serde_json::Value;
+
+/// The version of the JSON format; bumped on any incompatible change.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Everything that would change between two desired states.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Plan {
+    /// The base revision (full SHA), if read from Git.
+    pub base: Option<String>,
+    /// The head revision (full SHA), if read from Git.
+    pub head: Option<String>,
+    /// Instances to configure, deconfigure or update.
+    pub instances: InstanceChanges,
+    /// Node operations, grouped: nodes with identical operations share one
+    /// group (a mirror change on 10,000 nodes is one group).
+    pub nodes: Vec<NodeGroup>,
+    /// MachineSets to create, update or delete.
+    pub machine_sets: Vec<MachineSetChange>,
+    /// What a reviewer should know before merging.
+    pub warnings: Vec<String>,
+}
+
+impl Plan {
+    /// Whether anything would change (warnings alone are not changes).
+    pub fn has_changes(&self) -> bool {
+        !(self.instances.configure.is_empty()
+            && self.instances.deconfigure.is_empty()
+            && self.instances.update.is_empty()
+            && self.nodes.is_empty()
+            && self.machine_sets.is_empty())
+    }
+
+    /// Number of nodes with at least one operation.
+    pub fn changed_nodes(&self) -> usize {
+        self.nodes.iter().map(|g| g.nodes.len()).sum()
+    }
+}
+
+/// Instance-level changes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceChanges {
+    /// New instances, to join the cluster.
+    pub configure: Vec<InstanceSummary>,
+    /// Instances that left the repository, to be removed from the cluster.
+    pub deconfigure: Vec<InstanceSummary>,
+    /// Instances whose settings changed.
+    pub update: Vec<InstanceUpdate>,
+}
+
+/// An instance as listed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceSummary {
+    /// Canonical address.
+    pub address: String,
+    /// SSH user.
+    pub username: String,
+    /// SSH port.
+    pub port: u16,
+    /// Shell dialect.
+    pub shell: String,
+    /// The file that lists it.
+    pub origin: String,
+}
+
+/// An instance whose settings changed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InstanceUpdate {
+    /// Canonical address.
+    pub address: String,
+    /// The changed settings.
+    pub changes: Vec<SettingChange>,
+}
+
+/// One setting before and after (`None` = absent).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingChange {
+    /// `username`, `port`, `shell`, `labels/<key>`, `taints/<key>:<effect>`.
+    pub setting: String,
+    /// Value in the base.
+    pub from: Option<String>,
+    /// Value in the head.
+    pub to: Option<String>,
+}
+
+/// Nodes that get the same operations.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeGroup {
+    /// Canonical addresses, sorted.
+    pub nodes: Vec<String>,
+    /// Operations, files first (by path), then environment (by name).
+    pub operations: Vec<Operation>,
+    /// Whether the operations need a safe reboot (cordon, drain, reboot).
+    pub reboot_required: bool,
+}
+
+/// One operation on a node. Every displayed value is redacted.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "op", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum Operation {
+    /// Write a registry's hosts.toml (new or changed).
+    WriteFile {
+        /// Full path on the node.
+        path: String,
+        /// Whether the file is new.
+        created: bool,
+        /// Unified diff of the displayed (redacted) content.
+        diff: String,
+    },
+    /// Remove a registry directory that is no longer desired.
+    RemoveRegistry {
+        /// Full path of the directory on the node.
+        path: String,
+    },
+    /// Set a machine-scope environment variable (needs a safe reboot).
+    SetEnv {
+        /// Variable name.
+        name: String,
+        /// Previous value (redacted), if set.
+        from: Option<String>,
+        /// New value (redacted).
+        to: String,
+    },
+    /// Remove a machine-scope environment variable (needs a safe reboot).
+    UnsetEnv {
+        /// Variable name.
+        name: String,
+        /// Previous value (redacted).
+        from: String,
+    },
+}
+
+impl Operation {
+    /// Whether the operation disrupts workloads (needs cordon and drain).
+    pub fn is_disruptive(&self) -> bool {
+        matches!(self, Operation::SetEnv { .. } | Operation::UnsetEnv { .. })
+    }
+}
+
+/// What happens to a MachineSet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum MachineSetAction {
+    /// Created (server-side apply).
+    Create,
+    /// Updated (server-side apply).
+    Update,
+    /// Deleted (only MachineSets winfleet manages).
+    Delete,
+}
+
+/// A MachineSet change with its field-level diff.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineSetChange {
+    /// MachineSet name.
+    pub name: String,
+    /// Create, update or delete.
+    pub action: MachineSetAction,
+    /// Replicas before (base) and after (head), when they differ.
+    pub replicas: Option<(Option<i64>, Option<i64>)>,
+    /// Changed leaf fields, sorted by pointer.
+    pub fields: Vec<fields::FieldChange>,
+}
+
+/// Shortens a revision for display.
+pub fn short(revision: Option<&str>) -> String {
+    revision.map_or_else(|| "working tree".to_owned(), |r| r.chars().take(12).collect())
+}
+
+/// JSON value as shown in plans: strings bare, everything else as JSON.
+pub fn show_value(value: &Value) -> String {
+    match value {
+        Value::String(s) => format!("{s:?}"),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,29 @@
+//! Reading and loading a revision, shared by the commands.
+
+use std::path::Path;
+
+use anyhow::Context;
+use winfleet::desired::{self, LoadOptions, Loaded};
+use winfleet::render::pull_secret::PullSecret;
+use winfleet::source::{self, Snapshot};
+
+/// Reads the working tree, or the committed tree of `rev`.
+pub fn snapshot(repo: &Path, rev: Option<&str>) -> anyhow::Result<Snapshot> {
+    let snapshot = match rev {
+        Some(rev) => source::read_revision(repo, rev)?,
+        None => source::read_worktree(repo)?,
+    };
+    Ok(snapshot)
+}
+
+/// Reads and loads a revision.
+pub fn load(repo: &Path, rev: Option<&str>, secret: Option<&PullSecret>) -> anyhow::Result<Loaded> {
+    let snapshot = snapshot(repo, rev)?;
+    Ok(desired::load(&snapshot, LoadOptions { pull_secret: secret }))
+}
+
+/// Reads a pull secret file.
+pub fn pull_secret(path: &Path) -> anyhow::Result<PullSecret> {
+    let bytes = std::fs::read(path).with_context(|| format!("cannot read pull secret {}", path.display()))?;
+    PullSecret::parse(&bytes).with_context(|| format!("pull secret {}", path.display()))
+}

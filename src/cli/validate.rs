@@ -1,0 +1,27 @@
+//! `winfleet validate`.
+
+use std::process::ExitCode;
+
+use super::{RepoArgs, load, output};
+
+pub fn run(args: &RepoArgs) -> anyhow::Result<ExitCode> {
+    let loaded = load::load(&args.repo, args.rev.as_deref(), None)?;
+    output::diagnostics(&loaded.diagnostics);
+    let warnings = loaded.diagnostics.len() - loaded.errors();
+    match &loaded.desired {
+        Some(d) => {
+            output::out(&format!(
+                "valid: {} instance(s), {} MachineSet(s), {} registry mirror set(s), proxy {}; {warnings} warning(s)\n",
+                d.instances.len(),
+                d.machine_sets.len(),
+                d.registries.len(),
+                if d.specs.values().any(|s| !s.environment.is_empty()) { "set" } else { "not set" },
+            ));
+            Ok(ExitCode::SUCCESS)
+        }
+        None => {
+            output::error(&format!("invalid: {} error(s), {warnings} warning(s)", loaded.errors()));
+            Ok(ExitCode::from(1))
+        }
+    }
+}

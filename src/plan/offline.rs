@@ -1,0 +1,229 @@
+//! The offline plan between two revisions: what merging head over base
+//! would change, without a cluster or SSH (for pull-request review).
+//!
+//! Nodes are compared through their shared [`NodeSpec`]s: each distinct
+//! (base spec, head spec) pair is diffed once, and nodes with identical
+//! operations form one group.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use similar::TextDiff;
+
+use super::{
+    InstanceChanges, InstanceSummary, InstanceUpdate, MachineSetAction, MachineSetChange, NodeGroup, Operation, Plan,
+    SettingChange, fields,
+};
+use crate::desired::{Desired, Instance};
+use crate::node::{HOSTS_TOML, MANAGED_ENVIRONMENT, NodeSpec, display_env_value, node_path};
+
+/// Plans the change from `base` to `head`. A missing base (an invalid or
+/// empty revision) plans everything in head as new.
+pub fn plan(base: Option<&Desired>, head: &Desired) -> Plan {
+    let empty = BTreeMap::new();
+    let base_instances = base.map_or(&empty, |b| &b.instances);
+    let mut plan = Plan {
+        instances: instance_changes(base_instances, &head.instances),
+        nodes: node_groups(base_instances, &head.instances),
+        machine_sets: machine_set_changes(base, head),
+        ..Plan::default()
+    };
+    plan.warnings = warnings(base, head, &plan);
+    plan
+}
+
+fn summary(i: &Instance) -> InstanceSummary {
+    InstanceSummary {
+        address: i.address.clone(),
+        username: i.username.clone(),
+        port: i.port,
+        shell: i.shell.as_str().to_owned(),
+        origin: i.origin.clone(),
+    }
+}
+
+fn instance_changes(base: &BTreeMap<String, Instance>, head: &BTreeMap<String, Instance>) -> InstanceChanges {
+    let mut changes = InstanceChanges::default();
+    for (address, h) in head {
+        match base.get(address) {
+            None => changes.configure.push(summary(h)),
+            Some(b) => {
+                let settings = setting_changes(b, h);
+                if !settings.is_empty() {
+                    changes.update.push(InstanceUpdate { address: address.clone(), changes: settings });
+                }
+            }
+        }
+    }
+    changes.deconfigure = base.iter().filter(|(a, _)| !head.contains_key(*a)).map(|(_, b)| summary(b)).collect();
+    changes
+}
+
+fn setting_changes(b: &Instance, h: &Instance) -> Vec<SettingChange> {
+    let mut out = Vec::new();
+    let mut push = |setting: String, from: Option<String>, to: Option<String>| {
+        if from != to {
+            out.push(SettingChange { setting, from, to });
+        }
+    };
+    push("username".into(), Some(b.username.clone()), Some(h.username.clone()));
+    push("port".into(), Some(b.port.to_string()), Some(h.port.to_string()));
+    push("shell".into(), Some(b.shell.as_str().into()), Some(h.shell.as_str().into()));
+    let keys: BTreeSet<&String> = b.labels.keys().chain(h.labels.keys()).collect();
+    for key in keys {
+        push(format!("labels/{key}"), b.labels.get(key).cloned(), h.labels.get(key).cloned());
+    }
+    let taint_map = |i: &Instance| -> BTreeMap<String, String> {
+        i.taints.iter().map(|t| (format!("{}:{:?}", t.key, t.effect), t.value.clone())).collect()
+    };
+    let (bt, ht) = (taint_map(b), taint_map(h));
+    let keys: BTreeSet<&String> = bt.keys().chain(ht.keys()).collect();
+    for key in keys {
+        push(format!("taints/{key}"), bt.get(key).cloned(), ht.get(key).cloned());
+    }
+    out
+}
+
+fn node_groups(base: &BTreeMap<String, Instance>, head: &BTreeMap<String, Instance>) -> Vec<NodeGroup> {
+    type Key = (Option<*const NodeSpec>, Option<*const NodeSpec>);
+    let spec_of = |m: &BTreeMap<String, Instance>, a: &str| m.get(a).map(|i| Arc::clone(&i.spec));
+    let mut pairs: HashMap<Key, (Option<Arc<NodeSpec>>, Option<Arc<NodeSpec>>, Vec<String>)> = HashMap::new();
+    let addresses: BTreeSet<&String> = base.keys().chain(head.keys()).collect();
+    for address in addresses {
+        let (b, h) = (spec_of(base, address), spec_of(head, address));
+        let key = (b.as_ref().map(Arc::as_ptr), h.as_ref().map(Arc::as_ptr));
+        pairs.entry(key).or_insert_with(|| (b, h, Vec::new())).2.push(address.clone());
+    }
+    let mut groups: Vec<NodeGroup> = Vec::new();
+    for (b, h, nodes) in pairs.into_values() {
+        let operations = operations(b.as_deref(), h.as_deref());
+        if operations.is_empty() {
+            continue;
+        }
+        match groups.iter_mut().find(|g| g.operations == operations) {
+            Some(group) => group.nodes.extend(nodes),
+            None => {
+                let reboot_required = operations.iter().any(Operation::is_disruptive);
+                groups.push(NodeGroup { nodes, operations, reboot_required });
+            }
+        }
+    }
+    for group in &mut groups {
+        group.nodes.sort();
+    }
+    groups.sort_by(|a, b| a.nodes.first().cmp(&b.nodes.first()));
+    groups
+}
+
+/// The operations that turn a node from `base` into `head`.
+pub fn operations(base: Option<&NodeSpec>, head: Option<&NodeSpec>) -> Vec<Operation> {
+    let mut ops = Vec::new();
+    let no_files = BTreeMap::new();
+    let base_files = base.map_or(&no_files, |b| &b.registries);
+    if let Some(h) = head {
+        let moved = base.is_some_and(|b| b.registries_dir != h.registries_dir || b.shell != h.shell);
+        for (dir, file) in &h.registries {
+            let old = base_files.get(dir).filter(|_| !moved);
+            if old.is_some_and(|o| o.content() == file.content()) {
+                continue;
+            }
+            let path = node_path(h.shell, &h.registries_dir, &[dir, HOSTS_TOML]);
+            let before = old.map_or("", |o| o.display());
+            ops.push(Operation::WriteFile { path: path.clone(), created: old.is_none(), diff: unified(&path, before, file.display()) });
+        }
+    }
+    if let Some(b) = base {
+        let stays = |dir: &str| head.is_some_and(|h| h.registries_dir == b.registries_dir && h.shell == b.shell && h.registries.contains_key(dir));
+        for dir in b.registries.keys().filter(|d| !stays(d)) {
+            ops.push(Operation::RemoveRegistry { path: node_path(b.shell, &b.registries_dir, &[dir]) });
+        }
+    }
+    for name in MANAGED_ENVIRONMENT {
+        let from = base.and_then(|b| b.environment.get(name));
+        let to = head.and_then(|h| h.environment.get(name));
+        match (from, to) {
+            (f, Some(t)) if f != Some(t) => ops.push(Operation::SetEnv {
+                name: name.to_owned(),
+                from: f.map(|v| display_env_value(v)),
+                to: display_env_value(t),
+            }),
+            (Some(f), None) => ops.push(Operation::UnsetEnv { name: name.to_owned(), from: display_env_value(f) }),
+            _ => {}
+        }
+    }
+    ops
+}
+
+fn unified(path: &str, before: &str, after: &str) -> String {
+    TextDiff::from_lines(before, after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("base: {path}"), &format!("head: {path}"))
+        .to_string()
+}
+
+fn machine_set_changes(base: Option<&Desired>, head: &Desired) -> Vec<MachineSetChange> {
+    let empty = BTreeMap::new();
+    let base_sets = base.map_or(&empty, |b| &b.machine_sets);
+    let names: BTreeSet<&String> = base_sets.keys().chain(head.machine_sets.keys()).collect();
+    names
+        .into_iter()
+        .filter_map(|name| {
+            let (b, h) = (base_sets.get(name), head.machine_sets.get(name));
+            let action = match (b, h) {
+                (None, Some(_)) => MachineSetAction::Create,
+                (Some(_), None) => MachineSetAction::Delete,
+                (Some(b), Some(h)) if b.object != h.object => MachineSetAction::Update,
+                _ => return None,
+            };
+            let (from, to) = (b.and_then(|m| m.replicas), h.and_then(|m| m.replicas));
+            Some(MachineSetChange {
+                name: name.clone(),
+                action,
+                replicas: (from != to || action != MachineSetAction::Update).then_some((from, to)),
+                fields: fields::diff(b.map(|m| &m.object), h.map(|m| &m.object)),
+            })
+        })
+        .collect()
+}
+
+fn warnings(base: Option<&Desired>, head: &Desired, plan: &Plan) -> Vec<String> {
+    let mut out = Vec::new();
+    let empty = BTreeMap::new();
+    let base_sets = base.map_or(&empty, |b| &b.mirror_sets);
+    let mut mco = Vec::new();
+    for (key, spec) in &head.mirror_sets {
+        match base_sets.get(key) {
+            None if key.starts_with("ImageTagMirrorSet/") => mco.push(format!("{key} created")),
+            Some(old) if old != spec => mco.push(format!("{key} changed")),
+            _ => {}
+        }
+    }
+    mco.extend(base_sets.keys().filter(|k| !head.mirror_sets.contains_key(*k)).map(|k| format!("{k} deleted")));
+    if !mco.is_empty() {
+        out.push(format!(
+            "the Machine Config Operator drains and reboots every Linux node, one pool at a time, when it sees this on the cluster: {}",
+            mco.join(", ")
+        ));
+    }
+    if let Some(base) = base {
+        let total = base.instances.len();
+        let removed = plan.instances.deconfigure.len();
+        let limit = base.fleet.max_removal_percent.min(head.fleet.max_removal_percent);
+        if total > 0 && removed * 100 > total * limit as usize {
+            out.push(format!(
+                "this change deconfigures {removed} of {total} instances ({}%), more than prune.maxRemovalPercent ({limit}%): \
+                 winfleet will refuse to apply it",
+                removed * 100 / total
+            ));
+        }
+    }
+    if plan.nodes.iter().any(|g| g.reboot_required) {
+        out.push(format!(
+            "proxy environment changes take effect after a safe reboot (cordon, drain, reboot, uncordon) of each affected node, \
+             at most {} at a time",
+            head.fleet.max_unavailable
+        ));
+    }
+    out
+}

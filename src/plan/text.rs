@@ -1,0 +1,117 @@
+//! The plan for a terminal or a CI log.
+
+use std::fmt::Write;
+
+use super::{MachineSetAction, Operation, Plan, short, show_value};
+
+/// Renders a plan as plain text.
+pub fn render(plan: &Plan) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "winfleet plan: {} -> {}", short(plan.base.as_deref()), short(plan.head.as_deref()));
+    if !plan.has_changes() {
+        out.push_str("\nNo changes.\n");
+    }
+    instances(plan, &mut out);
+    nodes(plan, &mut out);
+    machine_sets(plan, &mut out);
+    if !plan.warnings.is_empty() {
+        out.push_str("\nWarnings:\n");
+        for w in &plan.warnings {
+            let _ = writeln!(out, "  ! {w}");
+        }
+    }
+    if plan.has_changes() {
+        let _ = writeln!(out, "\n{}", summary_line(plan));
+    }
+    out
+}
+
+/// `Plan: 2 to configure, …` — shared by every format.
+pub fn summary_line(plan: &Plan) -> String {
+    let i = &plan.instances;
+    let count = |a: MachineSetAction| plan.machine_sets.iter().filter(|m| m.action == a).count();
+    format!(
+        "Plan: {} to configure, {} to update, {} to deconfigure; {} node(s) changed; MachineSets: {} to create, {} to update, {} to delete.",
+        i.configure.len(),
+        i.update.len(),
+        i.deconfigure.len(),
+        plan.changed_nodes(),
+        count(MachineSetAction::Create),
+        count(MachineSetAction::Update),
+        count(MachineSetAction::Delete),
+    )
+}
+
+fn instances(plan: &Plan, out: &mut String) {
+    let i = &plan.instances;
+    if i.configure.is_empty() && i.update.is_empty() && i.deconfigure.is_empty() {
+        return;
+    }
+    out.push_str("\nInstances:\n");
+    for s in &i.configure {
+        let _ = writeln!(out, "  + {} (user {}, port {}, {}) from {}", s.address, s.username, s.port, s.shell, s.origin);
+    }
+    for u in &i.update {
+        let _ = writeln!(out, "  ~ {}", u.address);
+        for c in &u.changes {
+            let show = |v: &Option<String>| v.as_ref().map_or_else(|| "(none)".to_owned(), |s| format!("{s:?}"));
+            let _ = writeln!(out, "      {}: {} -> {}", c.setting, show(&c.from), show(&c.to));
+        }
+    }
+    for s in &i.deconfigure {
+        let _ = writeln!(out, "  - {} (was in {})", s.address, s.origin);
+    }
+}
+
+fn nodes(plan: &Plan, out: &mut String) {
+    for group in &plan.nodes {
+        let _ = writeln!(out, "\nNodes ({}): {}", group.nodes.len(), group.nodes.join(", "));
+        for op in &group.operations {
+            match op {
+                Operation::WriteFile { path, created, diff } => {
+                    let _ = writeln!(out, "  {} {path}", if *created { "+" } else { "~" });
+                    for line in diff.lines() {
+                        let _ = writeln!(out, "      {line}");
+                    }
+                }
+                Operation::RemoveRegistry { path } => {
+                    let _ = writeln!(out, "  - {path} (registry directory removed)");
+                }
+                Operation::SetEnv { name, from, to } => {
+                    let from = from.as_ref().map_or_else(|| "(unset)".to_owned(), |f| format!("{f:?}"));
+                    let _ = writeln!(out, "  ~ environment {name}: {from} -> {to:?}");
+                }
+                Operation::UnsetEnv { name, from } => {
+                    let _ = writeln!(out, "  - environment {name}: {from:?} -> (unset)");
+                }
+            }
+        }
+        if group.reboot_required {
+            out.push_str("  (safe reboot required)\n");
+        }
+    }
+}
+
+fn machine_sets(plan: &Plan, out: &mut String) {
+    if plan.machine_sets.is_empty() {
+        return;
+    }
+    out.push_str("\nMachineSets:\n");
+    for m in &plan.machine_sets {
+        let sign = match m.action {
+            MachineSetAction::Create => "+",
+            MachineSetAction::Update => "~",
+            MachineSetAction::Delete => "-",
+        };
+        let _ = write!(out, "  {sign} {}", m.name);
+        if let Some((from, to)) = m.replicas {
+            let show = |r: Option<i64>| r.map_or_else(|| "unset".to_owned(), |r| r.to_string());
+            let _ = write!(out, " (replicas {} -> {})", show(from), show(to));
+        }
+        out.push('\n');
+        for f in &m.fields {
+            let show = |v: &Option<serde_json::Value>| v.as_ref().map_or_else(|| "(none)".to_owned(), show_value);
+            let _ = writeln!(out, "      {}: {} -> {}", f.pointer, show(&f.from), show(&f.to));
+        }
+    }
+}
