@@ -41,10 +41,7 @@ pub fn render(plan: &Plan) -> String {
             MachineSetAction::Update => "update",
             MachineSetAction::Delete => "delete",
         };
-        let replicas = m.replicas.map_or(String::new(), |(f, t)| {
-            let show = |r: Option<i64>| r.map_or_else(|| "unset".to_owned(), |r| r.to_string());
-            format!(", replicas {} → {}", show(f), show(t))
-        });
+        let replicas = super::replicas_text(m, "→").map_or(String::new(), |r| format!(", {r}"));
         let mut body = String::from("| field | base | head |\n|---|---|---|\n");
         for f in &m.fields {
             let show = |v: &Option<serde_json::Value>| v.as_ref().map_or_else(|| "—".to_owned(), |v| format!("`{}`", escape(&show_value(v))));

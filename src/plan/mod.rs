@@ -183,6 +183,18 @@ pub struct MachineSetChange {
     pub fields: Vec<fields::FieldChange>,
 }
 
+/// The replica count as shown: `replicas 3` for a create or delete,
+/// `replicas 2 -> 3` for an update that changes it.
+pub fn replicas_text(change: &MachineSetChange, arrow: &str) -> Option<String> {
+    let show = |r: Option<i64>| r.map_or_else(|| "unset".to_owned(), |r| r.to_string());
+    let (from, to) = change.replicas?;
+    Some(match change.action {
+        MachineSetAction::Create => format!("replicas {}", show(to)),
+        MachineSetAction::Delete => format!("replicas {}", show(from)),
+        MachineSetAction::Update => format!("replicas {} {arrow} {}", show(from), show(to)),
+    })
+}
+
 /// Shortens a revision for display.
 pub fn short(revision: Option<&str>) -> String {
     revision.map_or_else(|| "working tree".to_owned(), |r| r.chars().take(12).collect())

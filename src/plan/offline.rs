@@ -206,6 +206,12 @@ fn warnings(base: Option<&Desired>, head: &Desired, plan: &Plan) -> Vec<String> 
             mco.join(", ")
         ));
     }
+    for m in plan.machine_sets.iter().filter(|m| m.action == MachineSetAction::Delete) {
+        out.push(format!(
+            "MachineSet {} is deleted: the Machine API deletes its Machines, and their Windows nodes leave the cluster",
+            m.name
+        ));
+    }
     if let Some(base) = base {
         let total = base.instances.len();
         let removed = plan.instances.deconfigure.len();

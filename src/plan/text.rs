@@ -104,9 +104,8 @@ fn machine_sets(plan: &Plan, out: &mut String) {
             MachineSetAction::Delete => "-",
         };
         let _ = write!(out, "  {sign} {}", m.name);
-        if let Some((from, to)) = m.replicas {
-            let show = |r: Option<i64>| r.map_or_else(|| "unset".to_owned(), |r| r.to_string());
-            let _ = write!(out, " (replicas {} -> {})", show(from), show(to));
+        if let Some(replicas) = super::replicas_text(m, "->") {
+            let _ = write!(out, " ({replicas})");
         }
         out.push('\n');
         for f in &m.fields {

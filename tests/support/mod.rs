@@ -60,3 +60,57 @@ pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     let snapshot = winfleet::source::read_worktree(dir).unwrap();
     snapshot.files.into_iter().map(|f| (f.path, f.bytes)).collect()
 }
+
+/// A real Git repository made by a test, with deterministic commits (fixed
+/// author and time, so commit ids are the same on every run).
+pub struct GitRepo {
+    pub dir: tempfile::TempDir,
+    pub repo: git2::Repository,
+}
+
+impl GitRepo {
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = git2::Repository::init(dir.path()).unwrap();
+        Self { dir, repo }
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Makes the work tree exactly `content` (a directory) and commits it.
+    pub fn commit_dir(&self, content: &Path, message: &str) -> git2::Oid {
+        for entry in fs::read_dir(self.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path.file_name().unwrap() != ".git" {
+                if path.is_dir() { fs::remove_dir_all(&path).unwrap() } else { fs::remove_file(&path).unwrap() }
+            }
+        }
+        for (rel, bytes) in tree(content) {
+            let to = self.path().join(&rel);
+            fs::create_dir_all(to.parent().unwrap()).unwrap();
+            fs::write(to, bytes).unwrap();
+        }
+        self.commit_all(message)
+    }
+
+    /// Commits everything in the work tree (additions and removals).
+    pub fn commit_all(&self, message: &str) -> git2::Oid {
+        let mut index = self.repo.index().unwrap();
+        index.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
+        index.update_all(["*"], None).unwrap();
+        index.write().unwrap();
+        let tree = self.repo.find_tree(index.write_tree().unwrap()).unwrap();
+        let sig = git2::Signature::new("winfleet test", "test@winfleet.invalid", &git2::Time::new(1_700_000_000, 0)).unwrap();
+        let parent = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok());
+        let parents: Vec<&git2::Commit> = parent.iter().collect();
+        self.repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents).unwrap()
+    }
+}
+
+/// Runs the winfleet binary; returns (exit code, stdout, stderr).
+pub fn winfleet(args: &[&str]) -> (i32, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_winfleet")).args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+}

@@ -1,0 +1,82 @@
+//! `winfleet plan` between two real Git revisions, in all three output
+//! formats, against snapshots; and its exit codes (0 none, 2 changes, 1 error).
+//!
+//! Layout: tests/fixtures/plan/<situation>/{base,head}/ are the two
+//! repository states; expected.{txt,md,json} the plans.
+
+mod support;
+
+use support::{GitRepo, winfleet};
+
+#[test]
+fn plans_match_their_snapshots_in_every_format() {
+    let mut failures = Vec::new();
+    for case in support::cases("plan") {
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        let git = GitRepo::new();
+        git.commit_dir(&case.join("base"), "base");
+        git.commit_dir(&case.join("head"), "head");
+        let repo = git.path().to_str().unwrap();
+        for (format, ext) in [("text", "txt"), ("markdown", "md"), ("json", "json")] {
+            let (code, out, err) = winfleet(&["plan", "--repo", repo, "--base", "HEAD~1", "--output", format]);
+            let expected_code = if name == "comment-only" { 0 } else { 2 };
+            if code != expected_code {
+                failures.push(format!("{name} ({format}): exit {code}, expected {expected_code}; stderr: {err}"));
+            }
+            if let Err(e) = support::check_golden(&case.join(format!("expected.{ext}")), &out) {
+                failures.push(format!("{name}: {e}"));
+            }
+        }
+    }
+    support::report(failures);
+}
+
+#[test]
+fn plan_json_is_valid_json_with_a_format_version() {
+    let case = support::fixture("plan/machinesets");
+    let git = GitRepo::new();
+    git.commit_dir(&case.join("base"), "base");
+    git.commit_dir(&case.join("head"), "head");
+    let (_, out, _) = winfleet(&["plan", "--repo", git.path().to_str().unwrap(), "--base", "HEAD~1", "--output", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["formatVersion"], 1);
+    assert_eq!(doc["hasChanges"], true);
+    assert_eq!(doc["machineSets"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn an_invalid_head_exits_1_with_its_diagnostics_and_prints_no_plan() {
+    let git = GitRepo::new();
+    git.commit_dir(&support::fixture("plan/comment-only/base"), "good");
+    std::fs::write(git.path().join("bad.yaml"), "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n").unwrap();
+    git.commit_all("bad");
+    let (code, out, err) = winfleet(&["plan", "--repo", git.path().to_str().unwrap(), "--base", "HEAD~1"]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty(), "{out}");
+    assert!(err.contains("bad.yaml:2:1: /kind: unknown kind Secret"), "{err}");
+    assert!(err.contains("head revision HEAD is invalid: 1 error(s)"), "{err}");
+}
+
+#[test]
+fn an_invalid_base_plans_everything_as_new_and_says_so() {
+    let git = GitRepo::new();
+    std::fs::write(git.path().join("bad.yaml"), "a: [1\n").unwrap();
+    git.commit_all("broken main");
+    git.commit_dir(&support::fixture("plan/comment-only/base"), "fix");
+    let (code, out, _) = winfleet(&["plan", "--repo", git.path().to_str().unwrap(), "--base", "HEAD~1"]);
+    assert_eq!(code, 2);
+    assert!(out.contains("! base revision HEAD~1 is invalid (1 error(s)): everything in head is shown as new"), "{out}");
+    assert!(out.contains("+ 192.0.2.10"), "{out}");
+}
+
+#[test]
+fn unknown_revisions_and_bad_arguments_exit_1() {
+    let git = GitRepo::new();
+    git.commit_dir(&support::fixture("plan/comment-only/base"), "only");
+    let repo = git.path().to_str().unwrap();
+    let (code, _, err) = winfleet(&["plan", "--repo", repo, "--base", "no-such-rev"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no-such-rev"), "{err}");
+    assert_eq!(winfleet(&["plan", "--repo", repo]).0, 1, "--base is required");
+    assert_eq!(winfleet(&["plan", "--repo", repo, "--base", "HEAD", "--output", "yaml"]).0, 1);
+}
