@@ -100,15 +100,17 @@ pub struct Documents {
 /// Loads, validates and renders one revision.
 pub fn load(snapshot: &Snapshot, options: LoadOptions<'_>) -> Loaded {
     let mut diagnostics = keys::scan(snapshot);
-    let parsed = parse_files(snapshot, &mut diagnostics);
+    let parsed = parse_files(snapshot);
     let status_path = status_path(&parsed);
     let mut documents = Documents::default();
     for (path, docs) in &parsed {
+        // The status directory is winfleet's own output, never configuration.
         if is_under(path, &status_path) {
             continue;
         }
-        for (index, doc) in docs.iter().enumerate() {
-            classify(path, index, doc, &mut documents, &mut diagnostics);
+        match docs {
+            Ok(docs) => docs.iter().enumerate().for_each(|(i, doc)| classify(path, i, doc, &mut documents, &mut diagnostics)),
+            Err(syntax) => diagnostics.push(syntax.clone()),
         }
     }
     let desired = rules::check(documents, options, &mut diagnostics);
@@ -128,26 +130,29 @@ fn is_under(path: &str, dir: &str) -> bool {
     !dir.is_empty() && path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
 }
 
-fn parse_files<'s>(snapshot: &'s Snapshot, diagnostics: &mut Vec<Diagnostic>) -> Vec<(&'s str, Vec<Value>)> {
-    let mut parsed = Vec::new();
-    for file in snapshot.files.iter().filter(|f| is_config_path(&f.path)) {
-        let Ok(text) = std::str::from_utf8(&file.bytes) else {
-            diagnostics.push(Diagnostic::at(&file.path, 1, 1, "file is not valid UTF-8"));
-            continue;
-        };
-        match yaml::parse_documents(&file.path, text) {
-            Ok(docs) => parsed.push((file.path.as_str(), docs)),
-            Err(d) => diagnostics.push(d),
-        }
-    }
-    parsed
+type Parsed<'s> = Vec<(&'s str, Result<Vec<Value>, Diagnostic>)>;
+
+fn parse_files(snapshot: &Snapshot) -> Parsed<'_> {
+    snapshot
+        .files
+        .iter()
+        .filter(|f| is_config_path(&f.path))
+        .map(|file| {
+            let docs = match std::str::from_utf8(&file.bytes) {
+                Ok(text) => yaml::parse_documents(&file.path, text),
+                Err(_) => Err(Diagnostic::at(&file.path, 1, 1, "file is not valid UTF-8")),
+            };
+            (file.path.as_str(), docs)
+        })
+        .collect()
 }
 
 /// The status directory: the single Fleet's `spec.status.path`, or the default.
-fn status_path(parsed: &[(&str, Vec<Value>)]) -> String {
+fn status_path(parsed: &Parsed<'_>) -> String {
     let fleets: Vec<&Value> = parsed
         .iter()
-        .flat_map(|(_, docs)| docs)
+        .filter_map(|(_, docs)| docs.as_ref().ok())
+        .flatten()
         .filter(|d| kinds::identify(d) == Ok(Kind::Fleet))
         .collect();
     let path = match fleets.as_slice() {
@@ -207,6 +212,21 @@ impl Typed<'_> {
             Ok(value) => into.push(Doc { path: self.path.to_owned(), index: self.index, value, raw: self.doc.clone() }),
             Err((pointer, message)) => self.diagnostics.push(Diagnostic::error(self.path, self.index, pointer, message)),
         }
+    }
+}
+
+/// The typed parse alone, for a document of a known kind (used by tests that
+/// hold schemas and types to each other).
+pub fn type_check(kind: Kind, doc: &Value) -> Result<(), (String, String)> {
+    use kinds::*;
+    match kind {
+        Kind::InstancesConfigMap => typed_parse::<configmap::InstancesConfigMap>(doc).map(drop),
+        Kind::WindowsInstanceList => typed_parse::<instances::WindowsInstanceList>(doc).map(drop),
+        Kind::MachineSet => typed_parse::<machineset::MachineSet>(doc).map(drop),
+        Kind::ImageDigestMirrorSet => typed_parse::<mirrors::ImageDigestMirrorSet>(doc).map(drop),
+        Kind::ImageTagMirrorSet => typed_parse::<mirrors::ImageTagMirrorSet>(doc).map(drop),
+        Kind::Proxy => typed_parse::<proxy::Proxy>(doc).map(drop),
+        Kind::Fleet => typed_parse::<fleet::Fleet>(doc).map(drop),
     }
 }
 

@@ -1,0 +1,98 @@
+//! Valid repositories load; planning a revision against itself changes
+//! nothing; and the JSON Schemas and the Rust types agree on every document
+//! of every fixture.
+
+mod support;
+
+use std::path::PathBuf;
+
+use winfleet::desired::{LoadOptions, kinds, load, schema, type_check, yaml};
+use winfleet::plan::offline;
+use winfleet::source::read_worktree;
+
+fn valid_repositories() -> Vec<PathBuf> {
+    let mut repos = support::cases("valid");
+    repos.push(support::root().join("examples-repo"));
+    repos
+}
+
+#[test]
+fn every_valid_fixture_and_the_examples_repo_load_without_errors() {
+    let mut failures = Vec::new();
+    for repo in valid_repositories() {
+        let loaded = load(&read_worktree(&repo).unwrap(), LoadOptions::default());
+        if loaded.desired.is_none() {
+            let text: Vec<String> = loaded.diagnostics.iter().map(ToString::to_string).collect();
+            failures.push(format!("{}:\n{}", repo.display(), text.join("\n")));
+        }
+    }
+    support::report(failures);
+}
+
+#[test]
+fn planning_any_valid_revision_against_itself_reports_no_changes() {
+    for repo in valid_repositories() {
+        let snapshot = read_worktree(&repo).unwrap();
+        // Two separate loads: nothing may depend on sharing the same specs.
+        let a = load(&snapshot, LoadOptions::default()).desired.unwrap();
+        let b = load(&snapshot, LoadOptions::default()).desired.unwrap();
+        let plan = offline::plan(Some(&a), &b);
+        assert!(!plan.has_changes(), "{}: {plan:#?}", repo.display());
+    }
+}
+
+#[test]
+fn the_examples_repo_describes_a_full_fleet() {
+    let loaded = load(&read_worktree(&support::root().join("examples-repo")).unwrap(), LoadOptions::default());
+    let desired = loaded.desired.unwrap();
+    assert!(desired.instances.len() >= 4);
+    assert_eq!(desired.machine_sets.len(), 2);
+    assert!(desired.mirror_sets.keys().any(|k| k.starts_with("ImageTagMirrorSet/")));
+    assert!(desired.specs.values().all(|s| s.environment.contains_key("HTTP_PROXY")));
+}
+
+#[test]
+fn schemas_and_types_accept_exactly_the_same_documents() {
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    let mut roots = vec![support::fixture(""), support::root().join("examples-repo")];
+    roots.sort();
+    for root in roots {
+        for file in read_worktree(&root).unwrap().files {
+            if !file.path.ends_with(".yaml") && !file.path.ends_with(".yml") {
+                continue;
+            }
+            let Ok(text) = std::str::from_utf8(&file.bytes) else { continue };
+            let Ok(docs) = yaml::parse_documents(&file.path, text) else { continue };
+            for (i, doc) in docs.iter().enumerate() {
+                let Ok(kind) = kinds::identify(doc) else { continue };
+                let by_schema = schema::validate(kind, doc).is_empty();
+                let by_type = type_check(kind, doc);
+                checked += 1;
+                if by_schema != by_type.is_ok() {
+                    failures.push(format!(
+                        "{}/{} document {i}: schema says {}, types say {:?}",
+                        root.display(),
+                        file.path,
+                        if by_schema { "valid" } else { "invalid" },
+                        by_type
+                    ));
+                }
+            }
+        }
+    }
+    assert!(checked > 50, "only {checked} documents checked");
+    support::report(failures);
+}
+
+#[test]
+fn every_schema_file_is_embedded_and_compiles() {
+    for (kind, path) in schema::schema_files() {
+        let text = std::fs::read_to_string(support::root().join(&path)).unwrap();
+        let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(value["$schema"], "https://json-schema.org/draft/2020-12/schema", "{path}");
+        jsonschema::draft202012::new(&value).unwrap_or_else(|e| panic!("{path}: {e}"));
+        let embedded = schema::SCHEMAS.iter().find(|(k, _)| *k == kind).unwrap().1;
+        assert_eq!(embedded, text, "{path} is the embedded schema");
+    }
+}
