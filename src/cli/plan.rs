@@ -3,20 +3,24 @@
 use std::process::ExitCode;
 
 use anyhow::Context;
+use winfleet::desired::{self, LoadOptions};
 use winfleet::plan::{json, markdown, offline, text};
 
 use super::{Format, PlanArgs, load, output};
 
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    // Both revisions are read and validated side by side.
     let (base, head) = std::thread::scope(|s| {
-        let base = s.spawn(|| load::load(&args.repo, Some(&args.base), None));
-        let head = load::load(&args.repo, Some(&args.head), None);
-        (base.join(), head)
+        let base = s.spawn(|| load::snapshot(&args.repo, Some(&args.base)));
+        (base.join(), load::snapshot(&args.repo, Some(&args.head)))
     });
     let head = head.with_context(|| format!("head revision {}", args.head))?;
     let base = base.map_err(|_| anyhow::anyhow!("reading the base revision failed"))?;
     let base = base.with_context(|| format!("base revision {}", args.base))?;
+    // Both revisions are validated together: unchanged files are parsed once.
+    let mut loaded = desired::load_many(&[&base, &head], LoadOptions::default());
+    let (Some(head), Some(base)) = (loaded.pop(), loaded.pop()) else {
+        anyhow::bail!("loading the revisions failed");
+    };
     let Some(head_desired) = &head.desired else {
         output::diagnostics(&head.diagnostics);
         output::error(&format!("head revision {} is invalid: {} error(s)", args.head, head.errors()));

@@ -10,6 +10,7 @@
 pub mod keys;
 pub mod kinds;
 pub mod model;
+mod parse;
 pub mod rules;
 pub mod schema;
 pub mod yaml;
@@ -47,6 +48,12 @@ pub struct Loaded {
 }
 
 impl Loaded {
+    /// A load that could not finish (an internal error, never bad input).
+    fn failed() -> Self {
+        let message = "internal error: loading this revision failed; please report it as a winfleet bug";
+        Loaded { desired: None, diagnostics: vec![Diagnostic::at("", 1, 1, message)] }
+    }
+
     /// Number of errors.
     pub fn errors(&self) -> usize {
         self.diagnostics.iter().filter(|d| d.is_error()).count()
@@ -99,18 +106,41 @@ pub struct Documents {
 
 /// Loads, validates and renders one revision.
 pub fn load(snapshot: &Snapshot, options: LoadOptions<'_>) -> Loaded {
+    load_many(&[snapshot], options).pop().unwrap_or_else(Loaded::failed)
+}
+
+/// Loads several revisions (such as a plan's base and head) at once. A file
+/// that is the same in several revisions is parsed once, and files and
+/// revisions are worked on in parallel: YAML parsing dominates the cost.
+pub fn load_many(snapshots: &[&Snapshot], options: LoadOptions<'_>) -> Vec<Loaded> {
+    let parsed = parse::parse_distinct(snapshots);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = snapshots
+            .iter()
+            .map(|snapshot| {
+                let parsed = &parsed;
+                scope.spawn(move || load_parsed(snapshot, parsed.for_snapshot(snapshot), options))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Loaded::failed()))
+            .collect()
+    })
+}
+
+fn load_parsed(snapshot: &Snapshot, parsed: parse::Parsed<'_>, options: LoadOptions<'_>) -> Loaded {
     let mut diagnostics = keys::scan(snapshot);
-    let parsed = parse_files(snapshot);
     let status_path = status_path(&parsed);
     let mut documents = Documents::default();
-    for (path, docs) in &parsed {
+    for (path, docs) in parsed {
         // The status directory is winfleet's own output, never configuration.
         if is_under(path, &status_path) {
             continue;
         }
         match docs {
-            Ok(docs) => docs.iter().enumerate().for_each(|(i, doc)| classify(path, i, doc, &mut documents, &mut diagnostics)),
-            Err(syntax) => diagnostics.push(syntax.clone()),
+            Ok(docs) => docs.into_iter().enumerate().for_each(|(i, doc)| classify(path, i, doc, &mut documents, &mut diagnostics)),
+            Err(syntax) => diagnostics.push(syntax),
         }
     }
     let desired = rules::check(documents, options, &mut diagnostics);
@@ -130,25 +160,8 @@ fn is_under(path: &str, dir: &str) -> bool {
     !dir.is_empty() && path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
 }
 
-type Parsed<'s> = Vec<(&'s str, Result<Vec<Value>, Diagnostic>)>;
-
-fn parse_files(snapshot: &Snapshot) -> Parsed<'_> {
-    snapshot
-        .files
-        .iter()
-        .filter(|f| is_config_path(&f.path))
-        .map(|file| {
-            let docs = match std::str::from_utf8(&file.bytes) {
-                Ok(text) => yaml::parse_documents(&file.path, text),
-                Err(_) => Err(Diagnostic::at(&file.path, 1, 1, "file is not valid UTF-8")),
-            };
-            (file.path.as_str(), docs)
-        })
-        .collect()
-}
-
 /// The status directory: the single Fleet's `spec.status.path`, or the default.
-fn status_path(parsed: &Parsed<'_>) -> String {
+fn status_path(parsed: &parse::Parsed<'_>) -> String {
     let fleets: Vec<&Value> = parsed
         .iter()
         .filter_map(|(_, docs)| docs.as_ref().ok())
@@ -167,24 +180,24 @@ pub fn normalize_dir(path: &str) -> String {
     path.trim_start_matches("./").trim_end_matches('/').to_owned()
 }
 
-fn classify(path: &str, index: usize, doc: &Value, out: &mut Documents, diagnostics: &mut Vec<Diagnostic>) {
-    let kind = match kinds::identify(doc) {
+fn classify(path: &str, index: usize, doc: Value, out: &mut Documents, diagnostics: &mut Vec<Diagnostic>) {
+    let kind = match kinds::identify(&doc) {
         Ok(kind) => kind,
         Err(kinds::Unrecognised::NotAnObject(pointer, message)) => {
             diagnostics.push(Diagnostic::error(path, index, pointer, message));
             return;
         }
-        Err(kinds::Unrecognised::Unknown(message)) => {
-            diagnostics.push(Diagnostic::error(path, index, "/kind", message));
+        Err(kinds::Unrecognised::Unknown(pointer, message)) => {
+            diagnostics.push(Diagnostic::error(path, index, pointer, message));
             return;
         }
     };
-    let problems = schema::validate(kind, doc);
+    let problems = schema::validate(kind, &doc);
     if !problems.is_empty() {
         diagnostics.extend(problems.into_iter().map(|(p, m)| Diagnostic::error(path, index, p, m)));
         return;
     }
-    let mut typed = Typed { path, index, doc, diagnostics };
+    let typed = Typed { path, index, doc, diagnostics };
     match kind {
         Kind::InstancesConfigMap => typed.push(&mut out.configmaps),
         Kind::WindowsInstanceList => typed.push(&mut out.instance_lists),
@@ -199,7 +212,7 @@ fn classify(path: &str, index: usize, doc: &Value, out: &mut Documents, diagnost
 struct Typed<'a> {
     path: &'a str,
     index: usize,
-    doc: &'a Value,
+    doc: Value,
     diagnostics: &'a mut Vec<Diagnostic>,
 }
 
@@ -207,9 +220,9 @@ impl Typed<'_> {
     /// The third stage: the typed parse. The schema already accepted the
     /// document; what remains are the limits JSON Schema cannot state, such
     /// as `22.0` where an integer is expected.
-    fn push<T: DeserializeOwned>(&mut self, into: &mut Vec<Doc<T>>) {
-        match typed_parse::<T>(self.doc) {
-            Ok(value) => into.push(Doc { path: self.path.to_owned(), index: self.index, value, raw: self.doc.clone() }),
+    fn push<T: DeserializeOwned>(self, into: &mut Vec<Doc<T>>) {
+        match typed_parse::<T>(&self.doc) {
+            Ok(value) => into.push(Doc { path: self.path.to_owned(), index: self.index, value, raw: self.doc }),
             Err((pointer, message)) => self.diagnostics.push(Diagnostic::error(self.path, self.index, pointer, message)),
         }
     }
@@ -233,6 +246,10 @@ pub fn type_check(kind: Kind, doc: &Value) -> Result<(), (String, String)> {
 /// Deserializes a document into its type; on failure, the JSON pointer of
 /// the offending field and the message.
 pub fn typed_parse<T: DeserializeOwned>(doc: &Value) -> Result<T, (String, String)> {
+    // The fast path; the path-tracking deserializer runs only to explain a failure.
+    if let Ok(value) = <T as serde::Deserialize>::deserialize(doc) {
+        return Ok(value);
+    }
     serde_path_to_error::deserialize(doc).map_err(|e| {
         let pointer: String = e
             .path()

@@ -28,10 +28,18 @@ pub fn parse_documents(path: &str, text: &str) -> Result<Vec<Value>, Diagnostic>
         })
 }
 
-/// The first meaningful line of a parser message (they may carry a snippet).
+/// The first meaningful line of a parser message, without what the
+/// diagnostic already says (the position) or what only a library user can
+/// act on (its option names).
 fn first_line(message: &str) -> String {
-    let line = message.lines().find(|l| !l.trim().is_empty()).unwrap_or(message);
-    line.trim().to_owned()
+    let line = message.lines().find(|l| !l.trim().is_empty()).unwrap_or(message).trim();
+    let line = line.strip_prefix("error: ").unwrap_or(line);
+    let line = match line.split_once(": ") {
+        Some((position, rest)) if position.starts_with("line ") && position.contains(" column ") => rest,
+        _ => line,
+    };
+    let line = line.split(", set DuplicateKeyPolicy").next().unwrap_or(line);
+    line.to_owned()
 }
 
 /// Line and column (1-based) of every JSON pointer in every non-empty
@@ -103,6 +111,7 @@ impl Walker {
     /// The pointer of the node that starts now, or None when it is a key.
     fn next_pointer(&mut self, at: (usize, usize)) -> Option<String> {
         let Some((pointer, frame)) = self.stack.last_mut() else {
+            self.found.entry(String::new()).or_insert(at);
             return Some(String::new());
         };
         match frame {
@@ -173,6 +182,7 @@ mod tests {
         let err = parse_documents("f.yaml", "a: 1\nb: [1, 2\n").unwrap_err();
         assert!(err.line >= 2, "{err}");
         assert!(err.message.starts_with("YAML syntax: "), "{err}");
+        assert!(!err.message.contains("line "), "the position is not repeated: {err}");
     }
 
     #[test]

@@ -73,8 +73,8 @@ impl Kind {
 pub enum Unrecognised {
     /// Not a mapping, or no string `apiVersion`/`kind`: pointer and message.
     NotAnObject(&'static str, String),
-    /// A kind/apiVersion pair winfleet does not read.
-    Unknown(String),
+    /// A kind/apiVersion pair winfleet does not read: pointer and message.
+    Unknown(&'static str, String),
 }
 
 /// Identifies a document's kind from its `apiVersion` and `kind`.
@@ -95,7 +95,7 @@ pub fn identify(doc: &Value) -> Result<Kind, Unrecognised> {
         if *k == Kind::InstancesConfigMap {
             let name = doc.pointer("/metadata/name").and_then(Value::as_str);
             if name != Some(INSTANCES_CONFIGMAP) {
-                return Err(Unrecognised::Unknown(format!(
+                return Err(Unrecognised::Unknown("/metadata/name", format!(
                     "ConfigMap {} is not read by winfleet: only the ConfigMap named {INSTANCES_CONFIGMAP} lists instances",
                     name.map_or("without a name".to_owned(), |n| format!("\"{n}\""))
                 )));
@@ -104,11 +104,11 @@ pub fn identify(doc: &Value) -> Result<Kind, Unrecognised> {
         return Ok(*k);
     }
     if let Some((_, a, _)) = KINDS.iter().find(|(_, _, n)| *n == kind) {
-        return Err(Unrecognised::Unknown(format!(
+        return Err(Unrecognised::Unknown("/apiVersion", format!(
             "kind {kind} is read with apiVersion {a}, not {api_version}"
         )));
     }
-    Err(Unrecognised::Unknown(format!(
+    Err(Unrecognised::Unknown("/kind", format!(
         "unknown kind {kind} (apiVersion {api_version}): winfleet reads ConfigMap windows-instances (v1), \
          WindowsInstanceList and Fleet (winfleet.io/v1alpha1), MachineSet (machine.openshift.io/v1beta1), \
          ImageDigestMirrorSet, ImageTagMirrorSet and Proxy (config.openshift.io/v1)"

@@ -2,7 +2,7 @@
 //! WindowsInstanceList. Addresses are checked and must be unique across all
 //! files and formats.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use super::names::{canonical_address, check_label_key, check_label_value, check_username};
 use crate::desired::Doc;
@@ -41,25 +41,25 @@ pub fn collect(
     let mut drafts = Vec::new();
     for doc in configmaps {
         for (key, value) in &doc.value.data {
-            let pointer = child("/data", key);
-            let address = address(doc, &pointer, key, &mut seen, diagnostics);
+            let address = address(doc, Where::Key(key), key, &mut seen, diagnostics);
+            let pointer = || child("/data", key);
             let username = match value.split_once('=') {
                 Some(("username", name)) => match check_username(name) {
                     Ok(()) => Some(name.to_owned()),
                     Err(reason) => {
-                        diagnostics.push(doc.error(&pointer, reason));
+                        diagnostics.push(doc.error(pointer(), reason));
                         None
                     }
                 },
                 Some((left, _)) => {
                     diagnostics.push(doc.error(
-                        &pointer,
+                        pointer(),
                         format!("value must be \"username=<name>\" (WMCO's format), but the part before '=' is {left:?}"),
                     ));
                     None
                 }
                 None => {
-                    diagnostics.push(doc.error(&pointer, "value must be \"username=<name>\" (WMCO's format), but it has no '='"));
+                    diagnostics.push(doc.error(pointer(), "value must be \"username=<name>\" (WMCO's format), but it has no '='"));
                     None
                 }
             };
@@ -78,23 +78,27 @@ pub fn collect(
     }
     for doc in lists {
         for (i, entry) in doc.value.spec.instances.iter().enumerate() {
-            let at = format!("/spec/instances/{i}");
-            let address = address(doc, &format!("{at}/address"), &entry.address, &mut seen, diagnostics);
+            let address = address(doc, Where::Item(i), &entry.address, &mut seen, diagnostics);
+            let at = || format!("/spec/instances/{i}");
             let username = match (&entry.username, &fleet.default_username) {
-                (Some(name), _) => check_username(name).map(|()| name.clone()).map_err(|r| (format!("{at}/username"), r)),
+                (Some(name), _) => check_username(name).map(|()| name.clone()).map_err(|r| (format!("{}/username", at()), r)),
                 (None, Some(default)) => Ok(default.clone()),
                 (None, None) => Err((
-                    at.clone(),
+                    at(),
                     "missing username: set username here or spec.defaults.username in the Fleet".to_owned(),
                 )),
             };
             let username = username.map_err(|(p, r)| diagnostics.push(doc.error(p, r))).ok();
             let port = entry.port.unwrap_or(fleet.default_port);
             if port == 0 {
-                diagnostics.push(doc.error(format!("{at}/port"), "port must be from 1 to 65535"));
+                diagnostics.push(doc.error(format!("{}/port", at()), "port must be from 1 to 65535"));
             }
-            check_labels(doc, &at, &entry.labels, diagnostics);
-            check_taints(doc, &at, &entry.taints, diagnostics);
+            if !entry.labels.is_empty() {
+                check_labels(doc, &at(), &entry.labels, diagnostics);
+            }
+            if !entry.taints.is_empty() {
+                check_taints(doc, &at(), &entry.taints, diagnostics);
+            }
             if let (Some(address), Some(username)) = (address, username) {
                 drafts.push(Draft {
                     address,
@@ -111,17 +115,40 @@ pub fn collect(
     drafts
 }
 
-/// First place each canonical address was listed.
+/// First place each canonical address was listed: file and how to build
+/// the pointer (built only when a duplicate is reported).
 #[derive(Default)]
-struct Seen(BTreeMap<String, (String, String)>);
+struct Seen<'d>(HashMap<String, (&'d str, Where<'d>)>);
 
-fn address<T>(doc: &Doc<T>, pointer: &str, written: &str, seen: &mut Seen, diagnostics: &mut Vec<Diagnostic>) -> Option<String> {
-    let canonical = canonical_address(written).map_err(|reason| diagnostics.push(doc.error(pointer, reason))).ok()?;
-    if let Some((path, at)) = seen.0.get(&canonical) {
-        diagnostics.push(doc.error(pointer, format!("instance {canonical} is listed twice: it is already in {path} at {at}")));
+#[derive(Clone, Copy)]
+enum Where<'d> {
+    Key(&'d str),
+    Item(usize),
+}
+
+impl Where<'_> {
+    fn pointer(self) -> String {
+        match self {
+            Where::Key(key) => child("/data", key),
+            Where::Item(i) => format!("/spec/instances/{i}/address"),
+        }
+    }
+}
+
+fn address<'d, T>(
+    doc: &'d Doc<T>,
+    at: Where<'d>,
+    written: &str,
+    seen: &mut Seen<'d>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Option<String> {
+    let canonical = canonical_address(written).map_err(|reason| diagnostics.push(doc.error(at.pointer(), reason))).ok()?;
+    if let Some((path, first)) = seen.0.get(&canonical) {
+        let message = format!("instance {canonical} is listed twice: it is already in {path} at {}", first.pointer());
+        diagnostics.push(doc.error(at.pointer(), message));
         return None;
     }
-    seen.0.insert(canonical.clone(), (doc.path.clone(), pointer.to_owned()));
+    seen.0.insert(canonical.clone(), (&doc.path, at));
     Some(canonical)
 }
 

@@ -46,6 +46,9 @@ fn check_url(value: &str, schemes: &[&str]) -> Result<(), String> {
     if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(format!("proxy URL {value:?} contains white space or a control character"));
     }
+    if !value.contains("://") {
+        return Err(format!("proxy URL {value:?} has no scheme: write {}://{value}", schemes[0]));
+    }
     let url = url::Url::parse(value).map_err(|e| format!("proxy URL {value:?} is not a valid URL: {e}"))?;
     if !schemes.contains(&url.scheme()) {
         return Err(format!("proxy URL {value:?} must use {}, not {}", schemes.join(" or "), url.scheme()));

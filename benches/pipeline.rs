@@ -1,0 +1,128 @@
+//! Benchmark: validate + render + plan on a generated repository with
+//! 10,000 instances and 500 mirror entries (issue goal: at most 100 ms and
+//! 64 MiB peak RSS).
+//!
+//! Run with `cargo bench --bench pipeline`. The parent generates a real Git
+//! repository (base, then head with one mirror changed), then runs each
+//! measurement in a fresh child process (this binary with `--child`), so
+//! the peak RSS (VmHWM) is the pipeline's own and not the generator's.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use winfleet::desired::{LoadOptions, load_many};
+use winfleet::plan::offline;
+use winfleet::source::read_revision;
+
+const INSTANCES: usize = 10_000;
+const MIRROR_ENTRIES: usize = 500;
+const RUNS: usize = 7;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--child") {
+        child(Path::new(&args[i + 1]));
+        return;
+    }
+    let dir = tempfile::tempdir().expect("temp dir");
+    generate(dir.path());
+    let exe = std::env::current_exe().expect("own path");
+    let mut samples: Vec<(f64, f64, f64, u64)> = (0..RUNS)
+        .map(|_| {
+            let out = Command::new(&exe).arg("--child").arg(dir.path()).output().expect("child runs");
+            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+            let text = String::from_utf8_lossy(&out.stdout);
+            let f: Vec<&str> = text.split_whitespace().collect();
+            (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap())
+        })
+        .collect();
+    samples.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let median = samples[RUNS / 2];
+    let best = samples[0];
+    let peak = samples.iter().map(|s| s.3).max().unwrap_or(0);
+    println!("repository: {INSTANCES} instances, {MIRROR_ENTRIES} mirror entries; {RUNS} runs, each in a fresh process");
+    println!("validate+render+plan (two revisions from Git, plan between them):");
+    println!("  total   median {:7.1} ms   best {:7.1} ms   (goal <= 100 ms)", median.0, best.0);
+    println!("    of which read both revisions from Git: median {:6.1} ms", median.1);
+    println!("    of which validate+render both revisions: median {:6.1} ms", median.2);
+    println!("  peak RSS        {:7.1} MiB (goal <= 64 MiB)", peak as f64 / 1024.0);
+}
+
+/// One measured run: prints total_ms read_ms load_ms vmhwm_kib.
+fn child(repo: &Path) {
+    let start = Instant::now();
+    let (base, head) = std::thread::scope(|s| {
+        let base = s.spawn(|| read_revision(repo, "HEAD~1").expect("base"));
+        (base.join().expect("base thread"), read_revision(repo, "HEAD").expect("head"))
+    });
+    let read = start.elapsed();
+    let mut both = load_many(&[&base, &head], LoadOptions::default());
+    let (head, base) = (both.pop().expect("head"), both.pop().expect("base"));
+    let loaded = start.elapsed();
+    let (base, head) = (base.desired.expect("base valid"), head.desired.expect("head valid"));
+    let plan = offline::plan(Some(&base), &head);
+    let total = start.elapsed();
+    assert_eq!(plan.changed_nodes(), INSTANCES, "one mirror changed on every node");
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let hwm: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0);
+    println!(
+        "{} {} {} {hwm}",
+        total.as_secs_f64() * 1e3,
+        read.as_secs_f64() * 1e3,
+        (loaded - read).as_secs_f64() * 1e3
+    );
+}
+
+fn generate(dir: &Path) {
+    let write = |rel: &str, text: String| {
+        let path = dir.join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    };
+    // 2,000 instances in WMCO's ConfigMap, 8,000 in eight WindowsInstanceLists.
+    let mut cm = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: windows-instances\ndata:\n");
+    for i in 0..2000 {
+        cm.push_str(&format!("  10.{}.{}.{}: |-\n    username=Administrator\n", i / 65536, (i / 256) % 256, i % 256));
+    }
+    write("instances/windows-instances.yaml", cm);
+    for f in 0..8 {
+        let mut list = format!("apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: team{f}\nspec:\n  instances:\n");
+        for i in 0..1000 {
+            list.push_str(&format!(
+                "  - address: win{f}-{i:04}.corp.example\n    username: Administrator\n    labels: {{example.com/team: team{f}}}\n"
+            ));
+        }
+        write(&format!("instances/team{f}.yaml"), list);
+    }
+    write("fleet.yaml", "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: bench\nspec:\n  prune: {maxRemovalPercent: 10}\n".into());
+    let mirrors = |changed: bool| {
+        for f in 0..10 {
+            let mut idms = format!("apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: set{f}\nspec:\n  imageDigestMirrors:\n");
+            for e in 0..MIRROR_ENTRIES / 10 {
+                let n = f * 50 + e;
+                let m = if changed && n == 0 { "mirror-b" } else { "mirror-a" };
+                idms.push_str(&format!(
+                    "  - source: reg{}.example.com/team{n}/app\n    mirrors:\n    - {m}.corp.example:5000/team{n}/app\n    - backup.corp.example/r/team{n}/app\n",
+                    n % 100
+                ));
+            }
+            write(&format!("mirrors/set{f}.yaml"), idms);
+        }
+    };
+    let git = |args: &[&str]| {
+        let ok = Command::new("git").args(args).current_dir(dir).output().expect("git runs").status.success();
+        assert!(ok, "git {args:?}");
+    };
+    mirrors(false);
+    git(&["init", "-q"]);
+    git(&["add", "-A"]);
+    git(&["-c", "user.name=bench", "-c", "user.email=bench@winfleet.invalid", "commit", "-qm", "base"]);
+    mirrors(true);
+    git(&["add", "-A"]);
+    git(&["-c", "user.name=bench", "-c", "user.email=bench@winfleet.invalid", "commit", "-qm", "head"]);
+}

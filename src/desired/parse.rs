@@ -1,0 +1,70 @@
+//! The first stage over many revisions: every distinct config file (same
+//! path, same bytes) is parsed once, on as many threads as there are cores.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{is_config_path, yaml};
+use crate::diagnostic::Diagnostic;
+use crate::source::{Snapshot, SourceFile};
+
+/// One revision's config files: path and documents (or the syntax error).
+pub type Parsed<'s> = Vec<(&'s str, Result<Vec<Value>, Diagnostic>)>;
+
+/// Parse results by (path, content).
+pub struct Distinct<'s> {
+    results: HashMap<(&'s str, &'s [u8]), Result<Vec<Value>, Diagnostic>>,
+}
+
+impl<'s> Distinct<'s> {
+    /// The parsed config files of one snapshot (documents are cloned, since
+    /// each revision's load consumes its own).
+    pub fn for_snapshot(&self, snapshot: &'s Snapshot) -> Parsed<'s> {
+        config_files(snapshot)
+            .map(|f| {
+                let result = self.results.get(&(f.path.as_str(), f.bytes.as_slice())).cloned();
+                // A parser thread that died must not make a file silently vanish.
+                let result = result.unwrap_or_else(|| Err(Diagnostic::at(&f.path, 1, 1, "internal error: this file could not be parsed")));
+                (f.path.as_str(), result)
+            })
+            .collect()
+    }
+}
+
+fn config_files(snapshot: &Snapshot) -> impl Iterator<Item = &SourceFile> {
+    snapshot.files.iter().filter(|f| is_config_path(&f.path))
+}
+
+/// Parses every distinct config file of the snapshots.
+pub fn parse_distinct<'s>(snapshots: &[&'s Snapshot]) -> Distinct<'s> {
+    let mut files: Vec<&'s SourceFile> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for snapshot in snapshots {
+        for file in config_files(snapshot) {
+            if seen.insert((file.path.as_str(), file.bytes.as_slice())) {
+                files.push(file);
+            }
+        }
+    }
+    // Largest first, dealt round-robin: a cheap balance of the threads.
+    files.sort_by_key(|f| std::cmp::Reverse(f.bytes.len()));
+    let workers = std::thread::available_parallelism().map_or(1, |n| n.get()).min(files.len().max(1));
+    let results = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|w| {
+                let mine: Vec<&SourceFile> = files.iter().skip(w).step_by(workers).copied().collect();
+                scope.spawn(move || mine.into_iter().map(|f| ((f.path.as_str(), f.bytes.as_slice()), parse_file(f))).collect::<Vec<_>>())
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
+    });
+    Distinct { results }
+}
+
+fn parse_file(file: &SourceFile) -> Result<Vec<Value>, Diagnostic> {
+    match std::str::from_utf8(&file.bytes) {
+        Ok(text) => yaml::parse_documents(&file.path, text),
+        Err(_) => Err(Diagnostic::at(&file.path, 1, 1, "file is not valid UTF-8")),
+    }
+}
