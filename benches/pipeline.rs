@@ -7,6 +7,8 @@
 //! measurement in a fresh child process (this binary with `--child`), so
 //! the peak RSS (VmHWM) is the pipeline's own and not the generator's.
 
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, missing_docs)]
+
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
@@ -41,7 +43,9 @@ fn main() {
     let median = samples[RUNS / 2];
     let best = samples[0];
     let peak = samples.iter().map(|s| s.3).max().unwrap_or(0);
-    println!("repository: {INSTANCES} instances, {MIRROR_ENTRIES} mirror entries; {RUNS} runs, each in a fresh process");
+    println!(
+        "repository: {INSTANCES} instances, {MIRROR_ENTRIES} mirror entries; {RUNS} runs, each in a fresh process"
+    );
     println!("validate+render+plan (two revisions from Git, plan between them):");
     println!("  total   median {:7.1} ms   best {:7.1} ms   (goal <= 100 ms)", median.0, best.0);
     println!("    of which read both revisions from Git: median {:6.1} ms", median.1);
@@ -91,7 +95,9 @@ fn generate(dir: &Path) {
     }
     write("instances/windows-instances.yaml", cm);
     for f in 0..8 {
-        let mut list = format!("apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: team{f}\nspec:\n  instances:\n");
+        let mut list = format!(
+            "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: team{f}\nspec:\n  instances:\n"
+        );
         for i in 0..1000 {
             list.push_str(&format!(
                 "  - address: win{f}-{i:04}.corp.example\n    username: Administrator\n    labels: {{example.com/team: team{f}}}\n"
@@ -102,7 +108,9 @@ fn generate(dir: &Path) {
     write("fleet.yaml", "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: bench\nspec:\n  prune: {maxRemovalPercent: 10}\n".into());
     let mirrors = |changed: bool| {
         for f in 0..10 {
-            let mut idms = format!("apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: set{f}\nspec:\n  imageDigestMirrors:\n");
+            let mut idms = format!(
+                "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: set{f}\nspec:\n  imageDigestMirrors:\n"
+            );
             for e in 0..MIRROR_ENTRIES / 10 {
                 let n = f * 50 + e;
                 let m = if changed && n == 0 { "mirror-b" } else { "mirror-a" };

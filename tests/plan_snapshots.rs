@@ -37,7 +37,8 @@ fn plan_json_is_valid_json_with_a_format_version() {
     let git = GitRepo::new();
     git.commit_dir(&case.join("base"), "base");
     git.commit_dir(&case.join("head"), "head");
-    let (_, out, _) = winfleet(&["plan", "--repo", git.path().to_str().unwrap(), "--base", "HEAD~1", "--output", "json"]);
+    let (_, out, _) =
+        winfleet(&["plan", "--repo", git.path().to_str().unwrap(), "--base", "HEAD~1", "--output", "json"]);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["formatVersion"], 1);
     assert_eq!(doc["hasChanges"], true);
@@ -65,7 +66,10 @@ fn an_invalid_base_plans_everything_as_new_and_says_so() {
     git.commit_dir(&support::fixture("plan/comment-only/base"), "fix");
     let (code, out, _) = winfleet(&["plan", "--repo", git.path().to_str().unwrap(), "--base", "HEAD~1"]);
     assert_eq!(code, 2);
-    assert!(out.contains("! base revision HEAD~1 is invalid (1 error(s)): everything in head is shown as new"), "{out}");
+    assert!(
+        out.contains("! base revision HEAD~1 is invalid (1 error(s)): everything in head is shown as new"),
+        "{out}"
+    );
     assert!(out.contains("+ 192.0.2.10"), "{out}");
 }
 

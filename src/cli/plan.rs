@@ -30,7 +30,11 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     if base.desired.is_none() {
         warnings.insert(
             0,
-            format!("base revision {} is invalid ({} error(s)): everything in head is shown as new", args.base, base.errors()),
+            format!(
+                "base revision {} is invalid ({} error(s)): everything in head is shown as new",
+                args.base,
+                base.errors()
+            ),
         );
     }
     let mut plan = offline::plan(base.desired.as_ref(), head_desired);

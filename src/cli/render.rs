@@ -54,7 +54,8 @@ fn write_nodes(desired: &Desired, out: &Path) -> anyhow::Result<()> {
             fs::write(path.join(HOSTS_TOML), file.content()).with_context(|| format!("writing {}", path.display()))?;
         }
         let environment: String = instance.spec.environment.iter().map(|(k, v)| format!("{k}={v}\n")).collect();
-        fs::write(node.join("environment"), environment).with_context(|| format!("writing {}/environment", node.display()))?;
+        fs::write(node.join("environment"), environment)
+            .with_context(|| format!("writing {}/environment", node.display()))?;
     }
     Ok(())
 }

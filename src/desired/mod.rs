@@ -122,10 +122,7 @@ pub fn load_many(snapshots: &[&Snapshot], options: LoadOptions<'_>) -> Vec<Loade
                 scope.spawn(move || load_parsed(snapshot, parsed.for_snapshot(snapshot), options))
             })
             .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Loaded::failed()))
-            .collect()
+        handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Loaded::failed())).collect()
     })
 }
 
@@ -139,7 +136,10 @@ fn load_parsed(snapshot: &Snapshot, parsed: parse::Parsed<'_>, options: LoadOpti
             continue;
         }
         match docs {
-            Ok(docs) => docs.into_iter().enumerate().for_each(|(i, doc)| classify(path, i, doc, &mut documents, &mut diagnostics)),
+            Ok(docs) => docs
+                .into_iter()
+                .enumerate()
+                .for_each(|(i, doc)| classify(path, i, doc, &mut documents, &mut diagnostics)),
             Err(syntax) => diagnostics.push(syntax),
         }
     }
@@ -223,7 +223,9 @@ impl Typed<'_> {
     fn push<T: DeserializeOwned>(self, into: &mut Vec<Doc<T>>) {
         match typed_parse::<T>(&self.doc) {
             Ok(value) => into.push(Doc { path: self.path.to_owned(), index: self.index, value, raw: self.doc }),
-            Err((pointer, message)) => self.diagnostics.push(Diagnostic::error(self.path, self.index, pointer, message)),
+            Err((pointer, message)) => {
+                self.diagnostics.push(Diagnostic::error(self.path, self.index, pointer, message))
+            }
         }
     }
 }
@@ -268,7 +270,7 @@ pub fn typed_parse<T: DeserializeOwned>(doc: &Value) -> Result<T, (String, Strin
 fn locate_all(snapshot: &Snapshot, diagnostics: &mut [Diagnostic]) {
     let mut by_file: BTreeMap<&str, Vec<&mut Diagnostic>> = BTreeMap::new();
     for d in diagnostics.iter_mut().filter(|d| d.document.is_some() && d.line == 0) {
-        let path: &str = &snapshot.files.iter().find(|f| f.path == d.path).map_or("", |f| f.path.as_str());
+        let path: &str = snapshot.files.iter().find(|f| f.path == d.path).map_or("", |f| f.path.as_str());
         by_file.entry(path).or_default().push(d);
     }
     for (path, mut found) in by_file {

@@ -10,11 +10,14 @@ use crate::diagnostic::Diagnostic;
 use crate::source::{Snapshot, SourceFile};
 
 /// One revision's config files: path and documents (or the syntax error).
-pub type Parsed<'s> = Vec<(&'s str, Result<Vec<Value>, Diagnostic>)>;
+pub type Parsed<'s> = Vec<(&'s str, Documents)>;
+
+/// A file's documents, or its syntax error.
+pub type Documents = Result<Vec<Value>, Diagnostic>;
 
 /// Parse results by (path, content).
 pub struct Distinct<'s> {
-    results: HashMap<(&'s str, &'s [u8]), Result<Vec<Value>, Diagnostic>>,
+    results: HashMap<(&'s str, &'s [u8]), Documents>,
 }
 
 impl<'s> Distinct<'s> {
@@ -25,7 +28,9 @@ impl<'s> Distinct<'s> {
             .map(|f| {
                 let result = self.results.get(&(f.path.as_str(), f.bytes.as_slice())).cloned();
                 // A parser thread that died must not make a file silently vanish.
-                let result = result.unwrap_or_else(|| Err(Diagnostic::at(&f.path, 1, 1, "internal error: this file could not be parsed")));
+                let result = result.unwrap_or_else(|| {
+                    Err(Diagnostic::at(&f.path, 1, 1, "internal error: this file could not be parsed"))
+                });
                 (f.path.as_str(), result)
             })
             .collect()
@@ -54,7 +59,9 @@ pub fn parse_distinct<'s>(snapshots: &[&'s Snapshot]) -> Distinct<'s> {
         let handles: Vec<_> = (0..workers)
             .map(|w| {
                 let mine: Vec<&SourceFile> = files.iter().skip(w).step_by(workers).copied().collect();
-                scope.spawn(move || mine.into_iter().map(|f| ((f.path.as_str(), f.bytes.as_slice()), parse_file(f))).collect::<Vec<_>>())
+                scope.spawn(move || {
+                    mine.into_iter().map(|f| ((f.path.as_str(), f.bytes.as_slice()), parse_file(f))).collect::<Vec<_>>()
+                })
             })
             .collect();
         handles.into_iter().flat_map(|h| h.join().unwrap_or_default()).collect()
@@ -62,7 +69,7 @@ pub fn parse_distinct<'s>(snapshots: &[&'s Snapshot]) -> Distinct<'s> {
     Distinct { results }
 }
 
-fn parse_file(file: &SourceFile) -> Result<Vec<Value>, Diagnostic> {
+fn parse_file(file: &SourceFile) -> Documents {
     match std::str::from_utf8(&file.bytes) {
         Ok(text) => yaml::parse_documents(&file.path, text),
         Err(_) => Err(Diagnostic::at(&file.path, 1, 1, "file is not valid UTF-8")),

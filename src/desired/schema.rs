@@ -4,8 +4,8 @@
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
 
-use jsonschema::error::ValidationErrorKind;
 use jsonschema::Validator;
+use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
 use super::kinds::{KINDS, Kind};
@@ -44,7 +44,9 @@ fn validators() -> &'static Compiled {
 pub fn validate(kind: Kind, doc: &Value) -> Vec<(String, String)> {
     let validator = match validators().get(&kind) {
         Some(Ok(v)) => v,
-        Some(Err(e)) => return vec![(String::new(), format!("internal error: the {} schema does not compile: {e}", kind.name()))],
+        Some(Err(e)) => {
+            return vec![(String::new(), format!("internal error: the {} schema does not compile: {e}", kind.name()))];
+        }
         None => return vec![(String::new(), format!("internal error: no schema for {}", kind.name()))],
     };
     if validator.is_valid(doc) {

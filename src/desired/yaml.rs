@@ -56,11 +56,7 @@ pub fn positions(text: &str) -> Vec<HashMap<String, (usize, usize)>> {
         let at = (span.start.line().max(1), span.start.col() + 1);
         match event {
             Event::DocumentStart(..) => walker = Walker::default(),
-            Event::DocumentEnd => {
-                if !walker.empty {
-                    docs.push(std::mem::take(&mut walker.found));
-                }
-            }
+            Event::DocumentEnd if !walker.empty => docs.push(std::mem::take(&mut walker.found)),
             Event::Scalar(value, ..) => walker.scalar(&value, at),
             Event::Alias(..) => walker.scalar("", at),
             Event::MappingStart(..) => walker.open(Frame::Map { key: None }, at),
@@ -115,10 +111,7 @@ impl Walker {
             return Some(String::new());
         };
         match frame {
-            Frame::Map { key } => match key.take() {
-                Some(k) => Some(child(pointer, k)),
-                None => None,
-            },
+            Frame::Map { key } => key.take().map(|k| child(pointer, k)),
             Frame::Seq { index } => {
                 let p = child(pointer, *index);
                 *index += 1;

@@ -29,7 +29,9 @@ pub fn leaves(value: &Value) -> BTreeMap<String, &Value> {
 fn walk<'v>(value: &'v Value, at: String, out: &mut BTreeMap<String, &'v Value>) {
     match value {
         Value::Object(map) if !map.is_empty() => map.iter().for_each(|(k, v)| walk(v, child(&at, k), out)),
-        Value::Array(items) if !items.is_empty() => items.iter().enumerate().for_each(|(i, v)| walk(v, child(&at, i), out)),
+        Value::Array(items) if !items.is_empty() => {
+            items.iter().enumerate().for_each(|(i, v)| walk(v, child(&at, i), out))
+        }
         leaf => {
             out.insert(at, leaf);
         }

@@ -44,7 +44,9 @@ pub fn render(plan: &Plan) -> String {
         let replicas = super::replicas_text(m, "→").map_or(String::new(), |r| format!(", {r}"));
         let mut body = String::from("| field | base | head |\n|---|---|---|\n");
         for f in &m.fields {
-            let show = |v: &Option<serde_json::Value>| v.as_ref().map_or_else(|| "—".to_owned(), |v| format!("`{}`", escape(&show_value(v))));
+            let show = |v: &Option<serde_json::Value>| {
+                v.as_ref().map_or_else(|| "—".to_owned(), |v| format!("`{}`", escape(&show_value(v))))
+            };
             let _ = writeln!(body, "| `{}` | {} | {} |", f.pointer, show(&f.from), show(&f.to));
         }
         details(&mut out, &format!("MachineSet `{}`: {verb}{replicas}", m.name), &body);
@@ -59,14 +61,23 @@ fn instances(plan: &Plan, out: &mut String) {
     }
     let mut body = String::from("| | instance | change |\n|---|---|---|\n");
     for s in &i.configure {
-        let _ = writeln!(body, "| ➕ | `{}` | configure: user `{}`, port {}, {} (from `{}`) |", s.address, escape(&s.username), s.port, s.shell, s.origin);
+        let _ = writeln!(
+            body,
+            "| ➕ | `{}` | configure: user `{}`, port {}, {} (from `{}`) |",
+            s.address,
+            escape(&s.username),
+            s.port,
+            s.shell,
+            s.origin
+        );
     }
     for u in &i.update {
         let changes: Vec<String> = u
             .changes
             .iter()
             .map(|c| {
-                let show = |v: &Option<String>| v.as_ref().map_or_else(|| "(none)".to_owned(), |s| format!("`{}`", escape(s)));
+                let show =
+                    |v: &Option<String>| v.as_ref().map_or_else(|| "(none)".to_owned(), |s| format!("`{}`", escape(s)));
                 format!("{}: {} → {}", escape(&c.setting), show(&c.from), show(&c.to))
             })
             .collect();

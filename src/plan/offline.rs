@@ -86,8 +86,9 @@ fn setting_changes(b: &Instance, h: &Instance) -> Vec<SettingChange> {
 
 fn node_groups(base: &BTreeMap<String, Instance>, head: &BTreeMap<String, Instance>) -> Vec<NodeGroup> {
     type Key = (Option<*const NodeSpec>, Option<*const NodeSpec>);
+    type Pair = (Option<Arc<NodeSpec>>, Option<Arc<NodeSpec>>, Vec<String>);
     let spec_of = |m: &BTreeMap<String, Instance>, a: &str| m.get(a).map(|i| Arc::clone(&i.spec));
-    let mut pairs: HashMap<Key, (Option<Arc<NodeSpec>>, Option<Arc<NodeSpec>>, Vec<String>)> = HashMap::new();
+    let mut pairs: HashMap<Key, Pair> = HashMap::new();
     let addresses: BTreeSet<&String> = base.keys().chain(head.keys()).collect();
     for address in addresses {
         let (b, h) = (spec_of(base, address), spec_of(head, address));
@@ -129,11 +130,19 @@ pub fn operations(base: Option<&NodeSpec>, head: Option<&NodeSpec>) -> Vec<Opera
             }
             let path = node_path(h.shell, &h.registries_dir, &[dir, HOSTS_TOML]);
             let before = old.map_or("", |o| o.display());
-            ops.push(Operation::WriteFile { path: path.clone(), created: old.is_none(), diff: unified(&path, before, file.display()) });
+            ops.push(Operation::WriteFile {
+                path: path.clone(),
+                created: old.is_none(),
+                diff: unified(&path, before, file.display()),
+            });
         }
     }
     if let Some(b) = base {
-        let stays = |dir: &str| head.is_some_and(|h| h.registries_dir == b.registries_dir && h.shell == b.shell && h.registries.contains_key(dir));
+        let stays = |dir: &str| {
+            head.is_some_and(|h| {
+                h.registries_dir == b.registries_dir && h.shell == b.shell && h.registries.contains_key(dir)
+            })
+        };
         for dir in b.registries.keys().filter(|d| !stays(d)) {
             ops.push(Operation::RemoveRegistry { path: node_path(b.shell, &b.registries_dir, &[dir]) });
         }

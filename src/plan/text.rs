@@ -49,7 +49,8 @@ fn instances(plan: &Plan, out: &mut String) {
     }
     out.push_str("\nInstances:\n");
     for s in &i.configure {
-        let _ = writeln!(out, "  + {} (user {}, port {}, {}) from {}", s.address, s.username, s.port, s.shell, s.origin);
+        let _ =
+            writeln!(out, "  + {} (user {}, port {}, {}) from {}", s.address, s.username, s.port, s.shell, s.origin);
     }
     for u in &i.update {
         let _ = writeln!(out, "  ~ {}", u.address);

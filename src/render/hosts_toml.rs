@@ -83,7 +83,10 @@ mod tests {
     fn credentials_land_in_the_file_and_never_in_its_display() {
         let secret = PullSecret::parse(br#"{"auths":{"a.io":{"username":"u","password":"hunter2"}}}"#).unwrap();
         let file = render(&set(false, &[("a.io/org", false)]), Some(&secret));
-        assert!(file.content().contains("  [host.\"https://a.io/v2/org\".header]\n    authorization = \"Basic dTpodW50ZXIy\"\n"));
+        assert!(
+            file.content()
+                .contains("  [host.\"https://a.io/v2/org\".header]\n    authorization = \"Basic dTpodW50ZXIy\"\n")
+        );
         assert!(file.display().contains("authorization = \"<redacted>\""));
         assert!(!file.display().contains("dTpodW50ZXIy"));
         assert!(!format!("{file:?}").contains("dTpodW50ZXIy"));

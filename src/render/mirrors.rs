@@ -96,7 +96,11 @@ mod tests {
     #[test]
     fn sets_are_keyed_by_source_registry_and_sorted() {
         let m = vec!["m.io".to_owned()];
-        let sets = merge([entry("b.io/x", &m, false, false), entry("a.io/y", &m, false, false), entry("b.io/z", &m, false, false)]);
+        let sets = merge([
+            entry("b.io/x", &m, false, false),
+            entry("a.io/y", &m, false, false),
+            entry("b.io/z", &m, false, false),
+        ]);
         let keys: Vec<_> = sets.iter().map(|s| s.registry.as_str()).collect();
         assert_eq!(keys, ["a.io", "b.io"]);
     }

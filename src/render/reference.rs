@@ -168,7 +168,10 @@ mod tests {
     #[test]
     fn unkept_source_paths_are_what_registry_level_mirroring_breaks() {
         assert_eq!(unkept_source_path("r.io/ubi9/ubi-minimal", "m.io/example/ubi-minimal").as_deref(), Some("ubi9"));
-        assert_eq!(unkept_source_path("mcr.microsoft.com/oss/kubernetes/pause", "m.io/custom/oss/kubernetes/pause"), None);
+        assert_eq!(
+            unkept_source_path("mcr.microsoft.com/oss/kubernetes/pause", "m.io/custom/oss/kubernetes/pause"),
+            None
+        );
         assert_eq!(unkept_source_path("registry.redhat.io", "mirror.example.com"), None);
     }
 

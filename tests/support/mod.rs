@@ -4,7 +4,7 @@
 //! `UPDATE_GOLDEN=1` to rewrite them after an intended change, then review
 //! the diff like any other change.
 
-#![allow(dead_code)]
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -39,11 +39,13 @@ pub fn check_golden(path: &Path, actual: &str) -> Result<(), String> {
         fs::write(path, actual).unwrap();
         return Ok(());
     }
-    let expected = fs::read_to_string(path).map_err(|e| format!("{}: {e} (run with UPDATE_GOLDEN=1 to create it)", path.display()))?;
+    let expected = fs::read_to_string(path)
+        .map_err(|e| format!("{}: {e} (run with UPDATE_GOLDEN=1 to create it)", path.display()))?;
     if expected == actual {
         Ok(())
     } else {
-        let diff = similar::TextDiff::from_lines(&expected, actual).unified_diff().header("expected", "actual").to_string();
+        let diff =
+            similar::TextDiff::from_lines(&expected, actual).unified_diff().header("expected", "actual").to_string();
         Err(format!("{} differs:\n{diff}", path.display()))
     }
 }
@@ -102,7 +104,8 @@ impl GitRepo {
         index.update_all(["*"], None).unwrap();
         index.write().unwrap();
         let tree = self.repo.find_tree(index.write_tree().unwrap()).unwrap();
-        let sig = git2::Signature::new("winfleet test", "test@winfleet.invalid", &git2::Time::new(1_700_000_000, 0)).unwrap();
+        let sig =
+            git2::Signature::new("winfleet test", "test@winfleet.invalid", &git2::Time::new(1_700_000_000, 0)).unwrap();
         let parent = self.repo.head().ok().and_then(|h| h.peel_to_commit().ok());
         let parents: Vec<&git2::Commit> = parent.iter().collect();
         self.repo.commit(Some("HEAD"), &sig, &sig, message, &tree, &parents).unwrap()
@@ -112,5 +115,9 @@ impl GitRepo {
 /// Runs the winfleet binary; returns (exit code, stdout, stderr).
 pub fn winfleet(args: &[&str]) -> (i32, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_winfleet")).args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }

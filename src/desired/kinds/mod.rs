@@ -87,30 +87,43 @@ pub fn identify(doc: &Value) -> Result<Kind, Unrecognised> {
     };
     let field = |name: &'static str| match obj.get(name) {
         Some(Value::String(s)) => Ok(s.as_str()),
-        Some(_) => Err(Unrecognised::NotAnObject(if name == "kind" { "/kind" } else { "/apiVersion" }, format!("{name} must be a string"))),
-        None => Err(Unrecognised::NotAnObject("", format!("document has no {name}: every document must be a Kubernetes object"))),
+        Some(_) => Err(Unrecognised::NotAnObject(
+            if name == "kind" { "/kind" } else { "/apiVersion" },
+            format!("{name} must be a string"),
+        )),
+        None => Err(Unrecognised::NotAnObject(
+            "",
+            format!("document has no {name}: every document must be a Kubernetes object"),
+        )),
     };
     let (api_version, kind) = (field("apiVersion")?, field("kind")?);
     if let Some((k, _, _)) = KINDS.iter().find(|(_, a, n)| *a == api_version && *n == kind) {
         if *k == Kind::InstancesConfigMap {
             let name = doc.pointer("/metadata/name").and_then(Value::as_str);
             if name != Some(INSTANCES_CONFIGMAP) {
-                return Err(Unrecognised::Unknown("/metadata/name", format!(
-                    "ConfigMap {} is not read by winfleet: only the ConfigMap named {INSTANCES_CONFIGMAP} lists instances",
-                    name.map_or("without a name".to_owned(), |n| format!("\"{n}\""))
-                )));
+                return Err(Unrecognised::Unknown(
+                    "/metadata/name",
+                    format!(
+                        "ConfigMap {} is not read by winfleet: only the ConfigMap named {INSTANCES_CONFIGMAP} lists instances",
+                        name.map_or("without a name".to_owned(), |n| format!("\"{n}\""))
+                    ),
+                ));
             }
         }
         return Ok(*k);
     }
     if let Some((_, a, _)) = KINDS.iter().find(|(_, _, n)| *n == kind) {
-        return Err(Unrecognised::Unknown("/apiVersion", format!(
-            "kind {kind} is read with apiVersion {a}, not {api_version}"
-        )));
+        return Err(Unrecognised::Unknown(
+            "/apiVersion",
+            format!("kind {kind} is read with apiVersion {a}, not {api_version}"),
+        ));
     }
-    Err(Unrecognised::Unknown("/kind", format!(
-        "unknown kind {kind} (apiVersion {api_version}): winfleet reads ConfigMap windows-instances (v1), \
+    Err(Unrecognised::Unknown(
+        "/kind",
+        format!(
+            "unknown kind {kind} (apiVersion {api_version}): winfleet reads ConfigMap windows-instances (v1), \
          WindowsInstanceList and Fleet (winfleet.io/v1alpha1), MachineSet (machine.openshift.io/v1beta1), \
          ImageDigestMirrorSet, ImageTagMirrorSet and Proxy (config.openshift.io/v1)"
-    )))
+        ),
+    ))
 }

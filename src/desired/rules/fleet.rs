@@ -64,7 +64,10 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
     if let Some(interval) = &spec.drift.interval {
         match parse_duration(interval) {
             Some(d) if d >= Duration::from_secs(1) => settings.drift_interval = d,
-            _ => error("/spec/drift/interval", format!("{interval:?} is not a duration of at least 1s (such as 30s, 10m or 1h30m)")),
+            _ => error(
+                "/spec/drift/interval",
+                format!("{interval:?} is not a duration of at least 1s (such as 30s, 10m or 1h30m)"),
+            ),
         }
     }
     if let Some(mode) = spec.drift.mode {

@@ -54,12 +54,16 @@ pub fn collect(
                 Some((left, _)) => {
                     diagnostics.push(doc.error(
                         pointer(),
-                        format!("value must be \"username=<name>\" (WMCO's format), but the part before '=' is {left:?}"),
+                        format!(
+                            "value must be \"username=<name>\" (WMCO's format), but the part before '=' is {left:?}"
+                        ),
                     ));
                     None
                 }
                 None => {
-                    diagnostics.push(doc.error(pointer(), "value must be \"username=<name>\" (WMCO's format), but it has no '='"));
+                    diagnostics.push(
+                        doc.error(pointer(), "value must be \"username=<name>\" (WMCO's format), but it has no '='"),
+                    );
                     None
                 }
             };
@@ -81,12 +85,13 @@ pub fn collect(
             let address = address(doc, Where::Item(i), &entry.address, &mut seen, diagnostics);
             let at = || format!("/spec/instances/{i}");
             let username = match (&entry.username, &fleet.default_username) {
-                (Some(name), _) => check_username(name).map(|()| name.clone()).map_err(|r| (format!("{}/username", at()), r)),
+                (Some(name), _) => {
+                    check_username(name).map(|()| name.clone()).map_err(|r| (format!("{}/username", at()), r))
+                }
                 (None, Some(default)) => Ok(default.clone()),
-                (None, None) => Err((
-                    at(),
-                    "missing username: set username here or spec.defaults.username in the Fleet".to_owned(),
-                )),
+                (None, None) => {
+                    Err((at(), "missing username: set username here or spec.defaults.username in the Fleet".to_owned()))
+                }
             };
             let username = username.map_err(|(p, r)| diagnostics.push(doc.error(p, r))).ok();
             let port = entry.port.unwrap_or(fleet.default_port);
@@ -142,7 +147,8 @@ fn address<'d, T>(
     seen: &mut Seen<'d>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<String> {
-    let canonical = canonical_address(written).map_err(|reason| diagnostics.push(doc.error(at.pointer(), reason))).ok()?;
+    let canonical =
+        canonical_address(written).map_err(|reason| diagnostics.push(doc.error(at.pointer(), reason))).ok()?;
     if let Some((path, first)) = seen.0.get(&canonical) {
         let message = format!("instance {canonical} is listed twice: it is already in {path} at {}", first.pointer());
         diagnostics.push(doc.error(at.pointer(), message));
@@ -169,7 +175,9 @@ fn check_taints<T>(doc: &Doc<T>, at: &str, taints: &[Taint], diagnostics: &mut V
             diagnostics.push(doc.error(&pointer, format!("taint {reason}")));
         }
         if !seen.insert((&taint.key, taint.effect)) {
-            diagnostics.push(doc.error(&pointer, format!("taint {} with effect {:?} is listed twice", taint.key, taint.effect)));
+            diagnostics.push(
+                doc.error(&pointer, format!("taint {} with effect {:?} is listed twice", taint.key, taint.effect)),
+            );
         }
     }
 }

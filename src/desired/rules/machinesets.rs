@@ -67,7 +67,9 @@ pub fn collect(docs: &[Doc<MachineSet>], diagnostics: &mut Vec<Diagnostic>) -> B
             ));
         }
         if let Some(first) = sets.get(name).map(|m: &MachineSetDesired| m.origin.clone()) {
-            diagnostics.push(doc.error("/metadata/name", format!("MachineSet {name} is defined twice: it is already in {first}")));
+            diagnostics.push(
+                doc.error("/metadata/name", format!("MachineSet {name} is defined twice: it is already in {first}")),
+            );
             continue;
         }
         let mut object = doc.raw.clone();
@@ -104,8 +106,12 @@ fn check_labels(doc: &Doc<MachineSet>, diagnostics: &mut Vec<Diagnostic>) {
     let at = "/spec/template/spec/metadata/labels";
     match template.spec.metadata.labels.get(WORKER_ROLE) {
         Some(v) if v.is_empty() => {}
-        Some(v) => diagnostics.push(doc.error(child(at, WORKER_ROLE), format!("label {WORKER_ROLE} must be \"\", not {v:?}"))),
-        None => diagnostics.push(doc.error(at, format!("missing label {WORKER_ROLE}: \"\" for the Node (the worker role)"))),
+        Some(v) => {
+            diagnostics.push(doc.error(child(at, WORKER_ROLE), format!("label {WORKER_ROLE} must be \"\", not {v:?}")))
+        }
+        None => {
+            diagnostics.push(doc.error(at, format!("missing label {WORKER_ROLE}: \"\" for the Node (the worker role)")))
+        }
     }
     for (key, value) in &doc.value.spec.selector.match_labels {
         if template.metadata.labels.get(key) != Some(value) {

@@ -81,7 +81,12 @@ fn check<'a, T>(
             }
         }
         if ok {
-            entries.push(Entry { source: &entry.source, mirrors: &entry.mirrors, never_contact_source: never, resolve_tags });
+            entries.push(Entry {
+                source: &entry.source,
+                mirrors: &entry.mirrors,
+                never_contact_source: never,
+                resolve_tags,
+            });
         }
     }
 }

@@ -49,7 +49,8 @@ pub fn check(docs: Documents, options: LoadOptions<'_>, diagnostics: &mut Vec<Di
             Some((instance.address.clone(), instance))
         })
         .collect();
-    let digest = docs.digest_mirrors.iter().map(|d| (format!("ImageDigestMirrorSet/{}", d.value.metadata.name), &d.raw));
+    let digest =
+        docs.digest_mirrors.iter().map(|d| (format!("ImageDigestMirrorSet/{}", d.value.metadata.name), &d.raw));
     let tag = docs.tag_mirrors.iter().map(|d| (format!("ImageTagMirrorSet/{}", d.value.metadata.name), &d.raw));
     let mirror_sets = digest.chain(tag).map(|(k, raw)| (k, raw.get("spec").cloned().unwrap_or_default())).collect();
     Some(Desired { fleet, instances, machine_sets, registries, mirror_sets, specs })
