@@ -49,8 +49,9 @@ struct AuthEntry {
 impl PullSecret {
     /// Parses a `.dockerconfigjson` document.
     pub fn parse(json: &[u8]) -> Result<Self, PullSecretError> {
-        // serde_json's messages name positions, never values.
-        let config: DockerConfig = serde_json::from_slice(json).map_err(|e| PullSecretError::Shape(e.to_string()))?;
+        // Only the position is reported: serde_json's messages can quote values.
+        let config: DockerConfig = serde_json::from_slice(json)
+            .map_err(|e| PullSecretError::Shape(format!("at line {} column {}", e.line(), e.column())))?;
         let mut headers = BTreeMap::new();
         for (registry, entry) in config.auths {
             let pair = match (&entry.auth, &entry.username, &entry.password) {
@@ -109,5 +110,7 @@ mod tests {
         assert!(!format!("{s:?}").contains("hunter2"));
         let err = PullSecret::parse(br#"{"auths":{"a.io":{"auth":"hunter2!"}}}"#).unwrap_err();
         assert!(!err.to_string().contains("hunter2"));
+        let err = PullSecret::parse(br#"{"auths":"hunter2"}"#).unwrap_err();
+        assert!(!err.to_string().contains("hunter2"), "{err}");
     }
 }
