@@ -72,11 +72,6 @@ impl ManagedFile {
     pub fn display(&self) -> &str {
         self.redacted.as_deref().unwrap_or(&self.content)
     }
-
-    /// Whether the file carries secrets.
-    pub fn has_secret(&self) -> bool {
-        self.redacted.is_some()
-    }
 }
 
 impl fmt::Debug for ManagedFile {

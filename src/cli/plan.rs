@@ -9,15 +9,15 @@ use winfleet::plan::{json, markdown, offline, text};
 use super::{Format, PlanArgs, load, output};
 
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    let (base, head) = std::thread::scope(|s| {
+    let (base_snapshot, head_snapshot) = std::thread::scope(|s| {
         let base = s.spawn(|| load::snapshot(&args.repo, Some(&args.base)));
         (base.join(), load::snapshot(&args.repo, Some(&args.head)))
     });
-    let head = head.with_context(|| format!("head revision {}", args.head))?;
-    let base = base.map_err(|_| anyhow::anyhow!("reading the base revision failed"))?;
-    let base = base.with_context(|| format!("base revision {}", args.base))?;
+    let head_snapshot = head_snapshot.with_context(|| format!("head revision {}", args.head))?;
+    let base_snapshot = base_snapshot.map_err(|_| anyhow::anyhow!("reading the base revision failed"))?;
+    let base_snapshot = base_snapshot.with_context(|| format!("base revision {}", args.base))?;
     // Both revisions are validated together: unchanged files are parsed once.
-    let mut loaded = desired::load_many(&[&base, &head], LoadOptions::default());
+    let mut loaded = desired::load_many(&[&base_snapshot, &head_snapshot], LoadOptions::default());
     let (Some(head), Some(base)) = (loaded.pop(), loaded.pop()) else {
         anyhow::bail!("loading the revisions failed");
     };
@@ -38,8 +38,8 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         );
     }
     let mut plan = offline::plan(base.desired.as_ref(), head_desired);
-    plan.base = Some(winfleet::source::resolve_revision(&args.repo, &args.base)?);
-    plan.head = Some(winfleet::source::resolve_revision(&args.repo, &args.head)?);
+    plan.base = base_snapshot.revision;
+    plan.head = head_snapshot.revision;
     plan.warnings.splice(0..0, warnings);
     output::out(&match args.output {
         Format::Text => text::render(&plan),

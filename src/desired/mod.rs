@@ -268,10 +268,9 @@ pub fn typed_parse<T: DeserializeOwned>(doc: &Value) -> Result<T, (String, Strin
 }
 
 fn locate_all(snapshot: &Snapshot, diagnostics: &mut [Diagnostic]) {
-    let mut by_file: BTreeMap<&str, Vec<&mut Diagnostic>> = BTreeMap::new();
+    let mut by_file: BTreeMap<String, Vec<&mut Diagnostic>> = BTreeMap::new();
     for d in diagnostics.iter_mut().filter(|d| d.document.is_some() && d.line == 0) {
-        let path: &str = snapshot.files.iter().find(|f| f.path == d.path).map_or("", |f| f.path.as_str());
-        by_file.entry(path).or_default().push(d);
+        by_file.entry(d.path.clone()).or_default().push(d);
     }
     for (path, mut found) in by_file {
         let text = snapshot.files.iter().find(|f| f.path == path).and_then(|f| std::str::from_utf8(&f.bytes).ok());

@@ -10,14 +10,14 @@ use crate::diagnostic::Diagnostic;
 use crate::source::{Snapshot, SourceFile};
 
 /// One revision's config files: path and documents (or the syntax error).
-pub type Parsed<'s> = Vec<(&'s str, Documents)>;
+pub type Parsed<'s> = Vec<(&'s str, FileDocuments)>;
 
 /// A file's documents, or its syntax error.
-pub type Documents = Result<Vec<Value>, Diagnostic>;
+pub type FileDocuments = Result<Vec<Value>, Diagnostic>;
 
 /// Parse results by (path, content).
 pub struct Distinct<'s> {
-    results: HashMap<(&'s str, &'s [u8]), Documents>,
+    results: HashMap<(&'s str, &'s [u8]), FileDocuments>,
 }
 
 impl<'s> Distinct<'s> {
@@ -69,7 +69,7 @@ pub fn parse_distinct<'s>(snapshots: &[&'s Snapshot]) -> Distinct<'s> {
     Distinct { results }
 }
 
-fn parse_file(file: &SourceFile) -> Documents {
+fn parse_file(file: &SourceFile) -> FileDocuments {
     match std::str::from_utf8(&file.bytes) {
         Ok(text) => yaml::parse_documents(&file.path, text),
         Err(_) => Err(Diagnostic::at(&file.path, 1, 1, "file is not valid UTF-8")),

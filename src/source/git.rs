@@ -6,13 +6,6 @@ use git2::{ObjectType, Repository, TreeWalkMode, TreeWalkResult};
 
 use super::{Snapshot, SourceError, SourceFile};
 
-/// Resolves a revision expression (`HEAD`, a branch, a SHA) to a full commit id.
-pub fn resolve_revision(repo_dir: &Path, rev: &str) -> Result<String, SourceError> {
-    let repo = open(repo_dir)?;
-    let commit = find_commit(&repo, rev)?;
-    Ok(commit.id().to_string())
-}
-
 /// Reads every blob of the tree of `rev` (symbolic links and submodules skipped).
 pub fn read_revision(repo_dir: &Path, rev: &str) -> Result<Snapshot, SourceError> {
     let repo = open(repo_dir)?;

@@ -7,7 +7,7 @@
 mod git;
 mod worktree;
 
-pub use git::{read_revision, resolve_revision};
+pub use git::read_revision;
 pub use worktree::read_worktree;
 
 /// One file of the repository.
