@@ -24,7 +24,10 @@
 
 pub mod desired;
 pub mod diagnostic;
+pub mod dialect;
+pub mod engine;
 pub mod node;
 pub mod plan;
 pub mod render;
 pub mod source;
+pub mod ssh;

@@ -2,6 +2,7 @@
 //! validated settings here, at one boundary; `anyhow` lives only in the
 //! binary.
 
+mod apply;
 mod load;
 pub mod output;
 mod plan;
@@ -30,6 +31,9 @@ enum Command {
     /// Show what merging one revision over another would change (no cluster, no SSH):
     /// exit 0 = no changes, 2 = changes, 1 = error.
     Plan(PlanArgs),
+    /// Observe every node over SSH and change what differs (one round with --once):
+    /// exit 0 = done, 1 = a node or operation failed; with --dry-run 0 = in sync, 2 = changes, 1 = error.
+    Apply(ApplyArgs),
 }
 
 /// Where the repository is and which revision to read.
@@ -71,6 +75,45 @@ struct PlanArgs {
     output: Format,
 }
 
+#[derive(Debug, clap::Args)]
+struct ApplyArgs {
+    #[command(flatten)]
+    repo: RepoArgs,
+    /// Run one round and exit (the continuous daemon comes later).
+    #[arg(long, required = true)]
+    once: bool,
+    /// Private key for every node (OpenSSH or PEM: RSA >= 2048, ECDSA, Ed25519; WMCO's private-key.pem works as is).
+    #[arg(long, value_name = "FILE", env = "WINFLEET_SSH_KEY")]
+    ssh_key: PathBuf,
+    /// OpenSSH known_hosts file the nodes' host keys are checked against.
+    #[arg(long, value_name = "FILE", env = "WINFLEET_KNOWN_HOSTS")]
+    known_hosts: PathBuf,
+    /// Record the key of a node not in --known-hosts into that file, then enforce it.
+    #[arg(long)]
+    trust_on_first_use: bool,
+    /// Observe and print the live plan; change nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Only these instances (addresses, comma-separated).
+    #[arg(long, value_name = "ADDR,...", value_delimiter = ',')]
+    nodes: Option<Vec<String>>,
+    /// Nodes processed at once (default: the Fleet's rollout.maxParallel, 32).
+    #[arg(long, value_name = "N")]
+    max_parallel: Option<u32>,
+    /// A .dockerconfigjson file with registry credentials for the hosts.toml headers.
+    #[arg(long, value_name = "FILE")]
+    pull_secret: Option<PathBuf>,
+    /// Seconds allowed for connecting and authenticating to a node.
+    #[arg(long, value_name = "SECS", default_value_t = 15)]
+    connect_timeout: u64,
+    /// Seconds allowed for one script on a node.
+    #[arg(long, value_name = "SECS", default_value_t = 120)]
+    command_timeout: u64,
+    /// Output format (markdown prints as text).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    output: Format,
+}
+
 /// How a plan is printed.
 #[derive(Clone, Copy, Debug, ValueEnum)]
 enum Format {
@@ -88,5 +131,6 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Validate(args) => validate::run(&args),
         Command::Render(args) => render::run(&args),
         Command::Plan(args) => plan::run(&args),
+        Command::Apply(args) => apply::run(&args),
     }
 }

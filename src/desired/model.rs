@@ -78,6 +78,8 @@ pub struct FleetSettings {
     pub powershell_registries_dir: String,
     /// Registries directory on posix nodes.
     pub posix_registries_dir: String,
+    /// systemd manager drop-in directory for the proxy variables on posix nodes.
+    pub posix_environment_dir: String,
     /// Nodes processed at once.
     pub max_parallel: u32,
     /// Nodes disrupted at once.
@@ -102,6 +104,7 @@ impl Default for FleetSettings {
             default_shell: Shell::Powershell,
             powershell_registries_dir: r"C:\k\containerd\registries".into(),
             posix_registries_dir: "/etc/containerd/certs.d".into(),
+            posix_environment_dir: "/etc/systemd/system.conf.d".into(),
             max_parallel: 32,
             max_unavailable: 1,
             max_removal_percent: 50,
@@ -119,6 +122,14 @@ impl FleetSettings {
         match shell {
             Shell::Powershell => &self.powershell_registries_dir,
             Shell::Posix => &self.posix_registries_dir,
+        }
+    }
+
+    /// The directory of the environment drop-in, for dialects that have one.
+    pub fn environment_dir(&self, shell: Shell) -> Option<&str> {
+        match shell {
+            Shell::Powershell => None,
+            Shell::Posix => Some(&self.posix_environment_dir),
         }
     }
 }

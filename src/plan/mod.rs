@@ -155,6 +155,19 @@ impl Operation {
     pub fn is_disruptive(&self) -> bool {
         matches!(self, Operation::SetEnv { .. } | Operation::UnsetEnv { .. })
     }
+
+    /// The operation on one line (a file's diff comes separately).
+    pub fn headline(&self) -> String {
+        match self {
+            Operation::WriteFile { path, created, .. } => format!("{} {path}", if *created { "+" } else { "~" }),
+            Operation::RemoveRegistry { path } => format!("- {path} (registry directory removed)"),
+            Operation::SetEnv { name, from, to } => {
+                let from = from.as_ref().map_or_else(|| "(unset)".to_owned(), |f| format!("{f:?}"));
+                format!("~ environment {name}: {from} -> {to:?}")
+            }
+            Operation::UnsetEnv { name, from } => format!("- environment {name}: {from:?} -> (unset)"),
+        }
+    }
 }
 
 /// What happens to a MachineSet.

@@ -68,22 +68,10 @@ fn nodes(plan: &Plan, out: &mut String) {
     for group in &plan.nodes {
         let _ = writeln!(out, "\nNodes ({}): {}", group.nodes.len(), group.nodes.join(", "));
         for op in &group.operations {
-            match op {
-                Operation::WriteFile { path, created, diff } => {
-                    let _ = writeln!(out, "  {} {path}", if *created { "+" } else { "~" });
-                    for line in diff.lines() {
-                        let _ = writeln!(out, "      {line}");
-                    }
-                }
-                Operation::RemoveRegistry { path } => {
-                    let _ = writeln!(out, "  - {path} (registry directory removed)");
-                }
-                Operation::SetEnv { name, from, to } => {
-                    let from = from.as_ref().map_or_else(|| "(unset)".to_owned(), |f| format!("{f:?}"));
-                    let _ = writeln!(out, "  ~ environment {name}: {from} -> {to:?}");
-                }
-                Operation::UnsetEnv { name, from } => {
-                    let _ = writeln!(out, "  - environment {name}: {from:?} -> (unset)");
+            let _ = writeln!(out, "  {}", op.headline());
+            if let Operation::WriteFile { diff, .. } = op {
+                for line in diff.lines() {
+                    let _ = writeln!(out, "      {line}");
                 }
             }
         }

@@ -14,14 +14,23 @@ pub mod reference;
 use std::collections::BTreeMap;
 
 use crate::desired::kinds::instances::Shell;
-use crate::node::{NodeSpec, registry_dir_name};
+use crate::node::{NodeSpec, OBSERVED_SERVICES, registry_dir_name};
 use mirrors::RegistryMirrors;
 use pull_secret::PullSecret;
+
+/// The directories a dialect's nodes keep winfleet's files in.
+#[derive(Clone, Copy, Debug)]
+pub struct NodeDirs<'a> {
+    /// containerd's `config_path`.
+    pub registries: &'a str,
+    /// The environment drop-in directory (posix only).
+    pub environment: Option<&'a str>,
+}
 
 /// The node spec for every node of one shell dialect.
 pub fn node_spec(
     shell: Shell,
-    registries_dir: &str,
+    dirs: NodeDirs<'_>,
     registries: &[RegistryMirrors],
     environment: &BTreeMap<String, String>,
     secret: Option<&PullSecret>,
@@ -30,5 +39,12 @@ pub fn node_spec(
         .iter()
         .map(|set| (registry_dir_name(&set.registry, shell), hosts_toml::render(set, secret)))
         .collect();
-    NodeSpec { shell, registries_dir: registries_dir.to_owned(), registries, environment: environment.clone() }
+    NodeSpec {
+        shell,
+        registries_dir: dirs.registries.to_owned(),
+        registries,
+        environment: environment.clone(),
+        environment_dir: dirs.environment.map(str::to_owned),
+        services: OBSERVED_SERVICES.map(str::to_owned).to_vec(),
+    }
 }

@@ -121,3 +121,4 @@ pub fn winfleet(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+pub mod fleet;

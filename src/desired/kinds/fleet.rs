@@ -31,6 +31,9 @@ pub struct FleetSpec {
     /// containerd `config_path` per shell.
     #[serde(default)]
     pub registries: Registries,
+    /// Where the proxy variables live on posix nodes.
+    #[serde(default)]
+    pub environment: Environment,
     /// Rollout limits.
     #[serde(default)]
     pub rollout: Rollout,
@@ -64,6 +67,14 @@ pub struct Registries {
     /// Registries directory on PowerShell nodes.
     pub powershell_dir: Option<String>,
     /// Registries directory on posix nodes.
+    pub posix_dir: Option<String>,
+}
+
+/// `spec.environment`: a relative path is relative to the SSH user's home.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Environment {
+    /// systemd manager drop-in directory on posix nodes.
     pub posix_dir: Option<String>,
 }
 

@@ -38,10 +38,11 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
     for (pointer, value, slot) in [
         ("/spec/registries/powershellDir", &spec.registries.powershell_dir, &mut settings.powershell_registries_dir),
         ("/spec/registries/posixDir", &spec.registries.posix_dir, &mut settings.posix_registries_dir),
+        ("/spec/environment/posixDir", &spec.environment.posix_dir, &mut settings.posix_environment_dir),
     ] {
         let Some(dir) = value else { continue };
         if dir.is_empty() || dir.chars().any(char::is_control) {
-            error(pointer, "the registries directory must be a non-empty path without control characters".into());
+            error(pointer, "the directory must be a non-empty path without control characters".into());
         } else {
             *slot = dir.clone();
         }

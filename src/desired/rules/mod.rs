@@ -28,8 +28,9 @@ pub fn check(docs: Documents, options: LoadOptions<'_>, diagnostics: &mut Vec<Di
     let specs: BTreeMap<Shell, Arc<_>> = [Shell::Powershell, Shell::Posix]
         .into_iter()
         .map(|shell| {
-            let dir = fleet.registries_dir(shell);
-            (shell, Arc::new(render::node_spec(shell, dir, &registries, &environment, options.pull_secret)))
+            let dirs =
+                render::NodeDirs { registries: fleet.registries_dir(shell), environment: fleet.environment_dir(shell) };
+            (shell, Arc::new(render::node_spec(shell, dirs, &registries, &environment, options.pull_secret)))
         })
         .collect();
     let instances = drafts

@@ -3,9 +3,19 @@
 //! A NodeSpec is the same for every node that shares a shell dialect, so
 //! nodes hold it behind an `Arc`: ten thousand instances cost one spec each
 //! way, and plans can compare specs once per pair instead of once per node.
+//!
+//! - [`facts`]: what a node was observed to have ([`facts::NodeFacts`]).
+//! - [`plan`]: the pure diff of a spec against facts ([`plan::plan_node`]).
+//! - [`outcome`]: what an apply script reports per change.
+
+pub mod facts;
+pub mod outcome;
+pub mod plan;
 
 use std::collections::BTreeMap;
 use std::fmt;
+
+use sha2::{Digest, Sha256};
 
 use crate::desired::kinds::instances::Shell;
 
@@ -26,7 +36,19 @@ pub struct NodeSpec {
     /// Desired values of the [`MANAGED_ENVIRONMENT`] variables; a managed
     /// name that is absent here must be unset.
     pub environment: BTreeMap<String, String>,
+    /// posix nodes: the systemd manager drop-in directory holding
+    /// [`ENVIRONMENT_DROP_IN`] (relative = from the SSH user's home).
+    /// PowerShell nodes keep the variables at Machine scope and have none.
+    pub environment_dir: Option<String>,
+    /// Services whose state is observed (and, later, restarted).
+    pub services: Vec<String>,
 }
+
+/// The systemd drop-in that carries the proxy variables on posix nodes.
+pub const ENVIRONMENT_DROP_IN: &str = "90-winfleet-environment.conf";
+
+/// The services observed on every node.
+pub const OBSERVED_SERVICES: [&str; 2] = ["containerd", "kubelet"];
 
 /// The file inside each registry directory.
 pub const HOSTS_TOML: &str = "hosts.toml";
@@ -50,17 +72,23 @@ pub fn registry_dir_name(registry: &str, shell: Shell) -> String {
 pub struct ManagedFile {
     content: String,
     redacted: Option<String>,
+    sha256: String,
 }
 
 impl ManagedFile {
     /// A file without secrets.
     pub fn plain(content: String) -> Self {
-        Self { content, redacted: None }
+        Self { sha256: sha256_hex(content.as_bytes()), content, redacted: None }
     }
 
     /// A file with secrets, and its redacted form.
     pub fn with_secret(content: String, redacted: String) -> Self {
-        Self { content, redacted: Some(redacted) }
+        Self { sha256: sha256_hex(content.as_bytes()), content, redacted: Some(redacted) }
+    }
+
+    /// Lower-case hex SHA-256 of the exact content (what nodes report).
+    pub fn sha256(&self) -> &str {
+        &self.sha256
     }
 
     /// The exact bytes to write on the node.
@@ -78,6 +106,17 @@ impl fmt::Debug for ManagedFile {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_tuple("ManagedFile").field(&self.display()).finish()
     }
+}
+
+/// Lower-case hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    let mut hex = String::with_capacity(64);
+    for b in digest {
+        hex.push(char::from_digit(u32::from(b >> 4), 16).unwrap_or('0'));
+        hex.push(char::from_digit(u32::from(b & 0xf), 16).unwrap_or('0'));
+    }
+    hex
 }
 
 /// A path on a node: `dir` joined with `parts` by the dialect's separator.

@@ -1,0 +1,63 @@
+//! Shell dialects: one observation script and one apply script per node and
+//! round, rendered from the [`NodeSpec`] and the planned [`Change`]s. Pure.
+//!
+//! Every value that comes from the repository (directories, registry names,
+//! file contents, proxy values) is embedded base64-encoded and decoded on the
+//! node; the only other things a script contains are fixed text and change
+//! indexes. Reports come back as NUL-terminated tokens
+//! ([`crate::node::facts`], [`crate::node::outcome`]).
+//!
+//! - [`posix`]: `/bin/sh` (Linux nodes and the test fleet); runs for real in
+//!   the tests.
+//! - [`powershell`]: Windows PowerShell 5.1 on the nodes' default cmd.exe
+//!   shell; covered by golden files.
+//! - [`systemd`]: the posix environment drop-in.
+
+pub mod posix;
+pub mod powershell;
+pub mod systemd;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+use crate::desired::kinds::instances::Shell;
+use crate::node::NodeSpec;
+use crate::node::facts::NodeFacts;
+use crate::node::plan::Change;
+
+/// A command to run on a node, with its script on standard input (the
+/// command line stays short and fixed: cmd.exe limits it to 8191 bytes).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Script {
+    /// The fixed command line.
+    pub command: &'static str,
+    /// The script, fed on standard input.
+    pub input: String,
+}
+
+/// The observation script for a node of `spec`'s dialect.
+pub fn observe(spec: &NodeSpec) -> Script {
+    match spec.shell {
+        Shell::Posix => posix::observe(spec),
+        Shell::Powershell => powershell::observe(spec),
+    }
+}
+
+/// The apply script for `changes` (planned from `facts`); change `i`
+/// reports its outcome as `op i`.
+pub fn apply(spec: &NodeSpec, facts: &NodeFacts, changes: &[Change<'_>]) -> Script {
+    match spec.shell {
+        Shell::Posix => posix::apply(spec, facts, changes),
+        Shell::Powershell => powershell::apply(spec, changes),
+    }
+}
+
+/// Base64 of a value, the only form repository values take in a script.
+pub(crate) fn b64(value: &str) -> String {
+    STANDARD.encode(value.as_bytes())
+}
+
+/// The indexes of the environment changes (applied together on posix).
+pub(crate) fn env_indexes(changes: &[Change<'_>]) -> Vec<usize> {
+    changes.iter().enumerate().filter(|(_, c)| c.needs_reboot()).map(|(i, _)| i).collect()
+}

@@ -1,0 +1,133 @@
+//! The posix dialect: POSIX `sh` with coreutils (`base64`, `sha256sum`,
+//! `cmp`, `mv`), run as `/bin/sh -s` with the script on standard input.
+//!
+//! The whole script is one function called on its last line, so a script
+//! cut off in transit is a syntax error and runs nothing. Inside it, no
+//! command reads standard input. Files are written to a temporary file in
+//! the same directory and renamed over the target, so a reader (containerd)
+//! sees the old file or the new one, never a part.
+
+use std::fmt::Write;
+
+use super::{Script, b64, env_indexes};
+use crate::node::facts::{FACTS_MARKER, FACTS_VERSION, NodeFacts};
+use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
+use crate::node::plan::{Change, is_entry_name};
+use crate::node::{ENVIRONMENT_DROP_IN, HOSTS_TOML, NodeSpec};
+
+/// The command line of both scripts.
+pub const COMMAND: &str = "/bin/sh -s";
+
+const PRELUDE: &str = r#"main() {
+umask 022
+t() { printf '%s\0' "$@"; }
+d() { printf '%s' "$1" | base64 -d; }
+"#;
+
+const EPILOGUE: &str = "t end\n}\nmain </dev/null\n";
+
+/// Observation: host name, OS, boot id, registry directories with the
+/// SHA-256 of their hosts.toml, the environment drop-in, service states.
+pub fn observe(spec: &NodeSpec) -> Script {
+    let env_file = spec.environment_dir.as_deref().map(|dir| format!("{dir}/{ENVIRONMENT_DROP_IN}"));
+    // Paths cannot hold a newline (validation), so one decode serves all.
+    let mut inputs = format!("{}\n{}\n", spec.registries_dir, env_file.unwrap_or_default());
+    for service in &spec.services {
+        inputs.push_str(service);
+        inputs.push('\n');
+    }
+    let mut s = PRELUDE.to_owned();
+    let _ = writeln!(s, "inp=$(d '{}'; printf x); inp=${{inp%x}}", b64(&inputs));
+    s.push_str(
+        r#"nl='
+'
+reg=${inp%%"$nl"*}; inp=${inp#*"$nl"}
+envf=${inp%%"$nl"*}; inp=${inp#*"$nl"}
+"#,
+    );
+    let _ = writeln!(s, "t {FACTS_MARKER} {FACTS_VERSION}");
+    s.push_str(
+        r#"if IFS= read -r h </proc/sys/kernel/hostname 2>/dev/null; then :; else h=$(uname -n); fi
+t hostname "$h"
+if IFS= read -r r </proc/sys/kernel/osrelease 2>/dev/null; then t os "Linux $r"; else t os "$(uname -sr)"; fi
+if IFS= read -r b </proc/sys/kernel/random/boot_id 2>/dev/null; then t boot "$b"; fi
+set --
+for p in "$reg"/*/; do
+  [ -d "$p" ] || continue
+  n=${p%/}; n=${n##*/}
+  t dir "$n"
+  if [ -f "${p}hosts.toml" ]; then set -- "$@" "${p}hosts.toml"; fi
+done
+if [ "$#" -gt 0 ]; then t sums; sha256sum -z -- "$@" 2>/dev/null; t end-sums; fi
+if [ -n "$envf" ] && [ -f "$envf" ]; then
+  c=
+  while IFS= read -r l || [ -n "$l" ]; do c="$c$l$nl"; done <"$envf"
+  t envfile "$c"
+fi
+if [ -d /run/systemd/system ]; then
+  while [ -n "$inp" ]; do
+    s=${inp%%"$nl"*}; inp=${inp#*"$nl"}
+    st=$(systemctl is-active -- "$s" 2>/dev/null)
+    t service "$s" "${st:-unknown}"
+  done
+fi
+"#,
+    );
+    s.push_str(EPILOGUE);
+    Script { command: COMMAND, input: s }
+}
+
+/// Apply: one line per change, each reporting its outcome; the environment
+/// changes are one write of the drop-in, sharing its outcome.
+pub fn apply(spec: &NodeSpec, facts: &NodeFacts, changes: &[Change<'_>]) -> Script {
+    let mut s = PRELUDE.to_owned();
+    s.push_str(
+        r#"o() { for j in $idx; do t op "$j" "$@"; done; }
+v() { d "$1"; printf x; }
+w() {
+  idx=$1; dir=$(v "$2"); dir=${dir%x}; name=$(v "$3"); name=${name%x}
+  tmp="$dir/.$name.winfleet-tmp"; target="$dir/$name"
+  if ! err=$( { mkdir -p -- "$dir" && d "$4" >"$tmp"; } 2>&1 ); then o failed "$err"; return; fi
+  if cmp -s -- "$tmp" "$target"; then rm -f -- "$tmp"; o unchanged; return; fi
+  if err=$(mv -f -- "$tmp" "$target" 2>&1); then o applied; else o failed "$err"; fi
+}
+r() {
+  idx=$1; p=$(v "$2"); p=${p%x}
+  if [ ! -e "$p" ] && [ ! -L "$p" ]; then o unchanged
+  elif err=$(rm -rf -- "$p" 2>&1); then o applied
+  else o failed "$err"; fi
+}
+"#,
+    );
+    let _ = writeln!(s, "t {OUTCOMES_MARKER} {OUTCOMES_VERSION}");
+    for (i, change) in changes.iter().enumerate() {
+        match change {
+            Change::WriteFile { registry, file, .. } if is_entry_name(registry) => {
+                let dir = format!("{}/{registry}", spec.registries_dir);
+                let _ = writeln!(s, "w {i} '{}' '{}' '{}'", b64(&dir), b64(HOSTS_TOML), b64(file.content()));
+            }
+            Change::RemoveRegistry { registry } if is_entry_name(registry) => {
+                let _ = writeln!(s, "r {i} '{}'", b64(&format!("{}/{registry}", spec.registries_dir)));
+            }
+            Change::WriteFile { .. } | Change::RemoveRegistry { .. } => {
+                let _ = writeln!(s, "idx={i}; o failed 'not a plain directory name'");
+            }
+            Change::SetEnv { .. } | Change::UnsetEnv { .. } => {}
+        }
+    }
+    let env = env_indexes(changes);
+    if !env.is_empty() {
+        let indexes = env.iter().map(usize::to_string).collect::<Vec<_>>().join(" ");
+        match &spec.environment_dir {
+            Some(dir) => {
+                let content = super::systemd::render_drop_in(&spec.environment, facts.boot_id.as_deref());
+                let _ = writeln!(s, "w '{indexes}' '{}' '{}' '{}'", b64(dir), b64(ENVIRONMENT_DROP_IN), b64(&content));
+            }
+            None => {
+                let _ = writeln!(s, "idx='{indexes}'; o failed 'no environment directory for posix nodes'");
+            }
+        }
+    }
+    s.push_str(EPILOGUE);
+    Script { command: COMMAND, input: s }
+}

@@ -1,0 +1,178 @@
+//! The PowerShell dialect: Windows PowerShell 5.1, started from the nodes'
+//! default cmd.exe shell as `powershell.exe -NoLogo -NoProfile
+//! -NonInteractive -Command -` with the script on standard input.
+//!
+//! `-Command -` runs its input line by line, so the script travels as ONE
+//! line that decodes and runs it as a script block: a line cut off in
+//! transit is a parse error and runs nothing. Reports are written as raw
+//! UTF-8 bytes to the standard output stream, past the console code page.
+//!
+//! Helper functions have Verb-Wf names: a function never shadows an alias
+//! (aliases win in PowerShell: `r` is Invoke-History).
+//!
+//! Files go through a temporary file in the same directory and
+//! `File.Replace` (or `File.Move` for a new file). Environment variables are
+//! string values of `HKLM\SYSTEM\CurrentControlSet\Control\Session
+//! Manager\Environment`, as WMCO's WICD writes them (WMCO-SPEC 2.4); a change
+//! leaves the volatile key `HKLM\SOFTWARE\winfleet\RebootOwed`, which
+//! observation reports and the next boot erases.
+
+use std::fmt::Write;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+
+use super::{Script, b64};
+use crate::node::facts::{FACTS_MARKER, FACTS_VERSION};
+use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
+use crate::node::plan::{Change, is_entry_name};
+use crate::node::{HOSTS_TOML, MANAGED_ENVIRONMENT, NodeSpec};
+
+/// The command line of both scripts.
+pub const COMMAND: &str = "powershell.exe -NoLogo -NoProfile -NonInteractive -Command -";
+
+const PRELUDE: &str = r#"$ErrorActionPreference = 'Stop'
+$ProgressPreference = 'SilentlyContinue'
+$enc = New-Object System.Text.UTF8Encoding $false
+$out = [Console]::OpenStandardOutput()
+function Write-WfToken { foreach ($s in $args) { $b = $enc.GetBytes([string]$s); $out.Write($b, 0, $b.Length); $out.WriteByte(0) }; $out.Flush() }
+function ConvertFrom-WfBase64([string]$b) { $enc.GetString([Convert]::FromBase64String($b)) }
+$envKeyPath = 'SYSTEM\CurrentControlSet\Control\Session Manager\Environment'
+$raw = [Microsoft.Win32.RegistryValueOptions]::DoNotExpandEnvironmentNames
+"#;
+
+/// The observation script (readable form; see [`wrap`]).
+pub fn observe_script(spec: &NodeSpec) -> String {
+    let mut s = PRELUDE.to_owned();
+    let _ = writeln!(s, "$reg = ConvertFrom-WfBase64 '{}'", b64(&spec.registries_dir));
+    let services: Vec<String> =
+        spec.services.iter().map(|name| format!("(ConvertFrom-WfBase64 '{}')", b64(name))).collect();
+    let _ = writeln!(s, "$services = @({})", services.join(", "));
+    let names: Vec<String> = MANAGED_ENVIRONMENT.iter().map(|n| format!("'{n}'")).collect();
+    let _ = writeln!(s, "$names = @({})", names.join(", "));
+    let _ = writeln!(s, "Write-WfToken '{FACTS_MARKER}' '{FACTS_VERSION}'");
+    s.push_str(
+        r#"try {
+  Write-WfToken 'hostname' ([System.Net.Dns]::GetHostName())
+  $cv = Get-ItemProperty -LiteralPath 'HKLM:\SOFTWARE\Microsoft\Windows NT\CurrentVersion'
+  Write-WfToken 'os' ('{0}.{1}.{2}.{3}' -f $cv.CurrentMajorVersionNumber, $cv.CurrentMinorVersionNumber, $cv.CurrentBuildNumber, $cv.UBR)
+  if ([System.IO.Directory]::Exists($reg)) {
+    foreach ($p in [System.IO.Directory]::GetDirectories($reg)) {
+      $n = [System.IO.Path]::GetFileName($p)
+      if ($n.StartsWith('.')) { continue }
+      Write-WfToken 'dir' $n
+      $f = [System.IO.Path]::Combine($p, 'hosts.toml')
+      if ([System.IO.File]::Exists($f)) { Write-WfToken 'file' $n (Get-FileHash -Algorithm SHA256 -LiteralPath $f).Hash }
+    }
+  }
+  $envKey = [Microsoft.Win32.Registry]::LocalMachine.OpenSubKey($envKeyPath)
+  foreach ($name in $names) {
+    $v = $envKey.GetValue($name, $null, $raw)
+    if ($null -ne $v) { Write-WfToken 'env' $name ([string]$v) }
+  }
+  if (Test-Path -LiteralPath 'HKLM:\SOFTWARE\winfleet\RebootOwed') { Write-WfToken 'reboot' 'pending' }
+  foreach ($name in $services) {
+    $svc = Get-Service -Name $name -ErrorAction SilentlyContinue
+    if ($null -eq $svc) { Write-WfToken 'service' $name 'absent' } else { Write-WfToken 'service' $name ([string]$svc.Status) }
+  }
+  Write-WfToken 'end'
+} catch { Write-WfToken 'error' $_.Exception.Message }
+"#,
+    );
+    s
+}
+
+/// The apply script (readable form; see [`wrap`]).
+pub fn apply_script(spec: &NodeSpec, changes: &[Change<'_>]) -> String {
+    let mut s = PRELUDE.to_owned();
+    s.push_str(
+        r#"$state = @{ owed = $false }
+function Set-WfFile($i, [string]$dir, [string]$name, [string]$content) {
+  try {
+    [void][System.IO.Directory]::CreateDirectory($dir)
+    $target = [System.IO.Path]::Combine($dir, $name)
+    $tmp = [System.IO.Path]::Combine($dir, '.' + $name + '.winfleet-tmp')
+    if ([System.IO.File]::Exists($target) -and [Convert]::ToBase64String([System.IO.File]::ReadAllBytes($target)) -ceq $content) {
+      Write-WfToken 'op' $i 'unchanged'; return
+    }
+    [System.IO.File]::WriteAllBytes($tmp, [Convert]::FromBase64String($content))
+    if ([System.IO.File]::Exists($target)) { [System.IO.File]::Replace($tmp, $target, [NullString]::Value) } else { [System.IO.File]::Move($tmp, $target) }
+    Write-WfToken 'op' $i 'applied'
+  } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
+}
+function Remove-WfDirectory($i, [string]$path) {
+  try {
+    if ([System.IO.Directory]::Exists($path)) { [System.IO.Directory]::Delete($path, $true); Write-WfToken 'op' $i 'applied' } else { Write-WfToken 'op' $i 'unchanged' }
+  } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
+}
+function Set-WfEnvironment($i, [string]$name, $value) {
+  try {
+    $key = [Microsoft.Win32.Registry]::LocalMachine.OpenSubKey($envKeyPath, $true)
+    $cur = $key.GetValue($name, $null, $raw)
+    if ($null -eq $value) {
+      if ($null -eq $cur) { Write-WfToken 'op' $i 'unchanged'; return }
+      $key.DeleteValue($name)
+    } else {
+      if ($cur -is [string] -and $cur -ceq $value) { Write-WfToken 'op' $i 'unchanged'; return }
+      $key.SetValue($name, [string]$value, [Microsoft.Win32.RegistryValueKind]::String)
+    }
+    $state.owed = $true
+    Write-WfToken 'op' $i 'applied'
+  } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
+}
+"#,
+    );
+    let _ = writeln!(s, "Write-WfToken '{OUTCOMES_MARKER}' '{OUTCOMES_VERSION}'");
+    for (i, change) in changes.iter().enumerate() {
+        let _ = match change {
+            Change::WriteFile { registry, file, .. } if is_entry_name(registry) => {
+                let dir = format!("{}\\{registry}", spec.registries_dir.trim_end_matches('\\'));
+                writeln!(
+                    s,
+                    "Set-WfFile {i} (ConvertFrom-WfBase64 '{}') (ConvertFrom-WfBase64 '{}') '{}'",
+                    b64(&dir),
+                    b64(HOSTS_TOML),
+                    b64(file.content())
+                )
+            }
+            Change::RemoveRegistry { registry } if is_entry_name(registry) => {
+                let path = format!("{}\\{registry}", spec.registries_dir.trim_end_matches('\\'));
+                writeln!(s, "Remove-WfDirectory {i} (ConvertFrom-WfBase64 '{}')", b64(&path))
+            }
+            Change::WriteFile { .. } | Change::RemoveRegistry { .. } => {
+                writeln!(s, "Write-WfToken 'op' {i} 'failed' 'not a plain directory name'")
+            }
+            Change::SetEnv { name, value, .. } => {
+                writeln!(s, "Set-WfEnvironment {i} '{name}' (ConvertFrom-WfBase64 '{}')", b64(value))
+            }
+            Change::UnsetEnv { name, .. } => writeln!(s, "Set-WfEnvironment {i} '{name}' $null"),
+        };
+    }
+    s.push_str(
+        r#"if ($state.owed) {
+  [void][Microsoft.Win32.Registry]::LocalMachine.CreateSubKey('SOFTWARE\winfleet\RebootOwed', [Microsoft.Win32.RegistryKeyPermissionCheck]::ReadWriteSubTree, [Microsoft.Win32.RegistryOptions]::Volatile)
+}
+Write-WfToken 'end'
+"#,
+    );
+    s
+}
+
+/// The one line sent on standard input: the script, base64-encoded,
+/// decoded and run as a script block.
+pub fn wrap(script: &str) -> String {
+    format!(
+        "& ([ScriptBlock]::Create([Text.Encoding]::UTF8.GetString([Convert]::FromBase64String('{}'))))\r\n",
+        STANDARD.encode(script.as_bytes())
+    )
+}
+
+/// The observation [`Script`].
+pub fn observe(spec: &NodeSpec) -> Script {
+    Script { command: COMMAND, input: wrap(&observe_script(spec)) }
+}
+
+/// The apply [`Script`].
+pub fn apply(spec: &NodeSpec, changes: &[Change<'_>]) -> Script {
+    Script { command: COMMAND, input: wrap(&apply_script(spec, changes)) }
+}

@@ -1,0 +1,123 @@
+//! The node engine: one round over a set of instances, each node observed
+//! with one script, planned purely, and changed with one script, up to
+//! `max_parallel` nodes at a time. A failing or unreachable node never stops
+//! the others; it is reported with its reason.
+//!
+//! - [`report`]: what a round found and did, per node, as data.
+
+pub mod report;
+
+use futures::StreamExt;
+
+use crate::desired::model::Instance;
+use crate::dialect;
+use crate::node::facts::{NodeFacts, parse_facts};
+use crate::node::outcome::parse_outcomes;
+use crate::node::plan::{Change, plan_node};
+use crate::node::{MANAGED_ENVIRONMENT, NodeSpec};
+use crate::ssh::{Output, Pool, Target};
+use report::{NodeReport, NodeResult, OpReport, Stage};
+
+/// How a round runs.
+#[derive(Clone, Copy, Debug)]
+pub struct RoundOptions {
+    /// Observe and plan only.
+    pub dry_run: bool,
+    /// Nodes processed at once (at least 1).
+    pub max_parallel: usize,
+}
+
+/// Runs one round over `instances`; `on_node` sees each report as it
+/// completes. Reports come back sorted by address.
+pub async fn round<'a>(
+    pool: &Pool,
+    instances: impl IntoIterator<Item = &'a Instance>,
+    options: RoundOptions,
+    mut on_node: impl FnMut(&NodeReport),
+) -> Vec<NodeReport> {
+    let mut reports = Vec::new();
+    let mut running = futures::stream::iter(instances)
+        .map(|instance| node(pool, instance, options.dry_run))
+        .buffer_unordered(options.max_parallel.max(1));
+    while let Some(report) = running.next().await {
+        on_node(&report);
+        reports.push(report);
+    }
+    reports.sort_by(|a, b| a.address.cmp(&b.address));
+    reports
+}
+
+/// The SSH target of an instance.
+pub fn target(instance: &Instance) -> Target {
+    Target { address: instance.address.clone(), port: instance.port, username: instance.username.clone() }
+}
+
+/// Observe, plan and (unless `dry_run`) apply on one node.
+pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool) -> NodeReport {
+    let target = target(instance);
+    let spec: &NodeSpec = &instance.spec;
+    let mut report = NodeReport::new(&instance.address);
+    let facts = match observe(pool, &target, spec).await {
+        Ok(facts) => facts,
+        Err(reason) => {
+            report.result = NodeResult::Failed { stage: Stage::Observe, reason };
+            return report;
+        }
+    };
+    report.hostname = Some(facts.hostname.clone());
+    report.os = Some(facts.os.clone());
+    let changes = plan_node(spec, &facts);
+    let reboot_required = facts.reboot_pending || changes.iter().any(Change::needs_reboot);
+    let in_sync = managed_items(spec) - changes.iter().filter(|c| !matches!(c, Change::RemoveRegistry { .. })).count();
+    let mut operations: Vec<OpReport> =
+        changes.iter().map(|c| OpReport { operation: c.operation(spec), outcome: None }).collect();
+    if !dry_run && !changes.is_empty() {
+        let script = dialect::apply(spec, &facts, &changes);
+        match pool.run(&target, &script, false).await {
+            Ok(output) => match parse_outcomes(&output.stdout, changes.len()) {
+                Ok(outcomes) => {
+                    for (op, outcome) in operations.iter_mut().zip(outcomes) {
+                        op.outcome = Some(outcome);
+                    }
+                }
+                Err(e) => {
+                    report.result =
+                        NodeResult::Failed { stage: Stage::Apply, reason: explain(&e.to_string(), &output) };
+                    return report;
+                }
+            },
+            Err(e) => {
+                let reason = format!("{e}; the next round re-observes and converges");
+                report.result = NodeResult::Failed { stage: Stage::Apply, reason };
+                return report;
+            }
+        }
+    }
+    report.result = NodeResult::Done { operations, in_sync, reboot_required };
+    report
+}
+
+async fn observe(pool: &Pool, target: &Target, spec: &NodeSpec) -> Result<NodeFacts, String> {
+    let output = pool.run(target, &dialect::observe(spec), true).await.map_err(|e| e.to_string())?;
+    parse_facts(&output.stdout).map_err(|e| explain(&e.to_string(), &output))
+}
+
+/// Files and variables winfleet manages on a node.
+fn managed_items(spec: &NodeSpec) -> usize {
+    spec.registries.len() + MANAGED_ENVIRONMENT.len()
+}
+
+/// A report error with what the node said on stderr and its exit status.
+fn explain(error: &str, output: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = stderr.trim();
+    let mut reason = error.to_owned();
+    if let Some(code) = output.exit_status.filter(|&c| c != 0) {
+        reason.push_str(&format!(" (exit status {code})"));
+    }
+    if !stderr.is_empty() {
+        let excerpt: String = stderr.chars().take(500).collect();
+        reason.push_str(&format!("; stderr: {excerpt}"));
+    }
+    reason
+}

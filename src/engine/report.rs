@@ -1,0 +1,230 @@
+//! What a round found and did, per node: data first, then its text and
+//! JSON forms. Every value shown is redacted (operations carry display
+//! forms only).
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::node::outcome::Outcome;
+use crate::plan::{FORMAT_VERSION, Operation, short};
+
+/// Where a node failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Stage {
+    /// Connecting or observing.
+    Observe,
+    /// Applying.
+    Apply,
+}
+
+/// One planned operation and, after an apply, its outcome.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpReport {
+    /// The operation (display form).
+    #[serde(flatten)]
+    pub operation: Operation,
+    /// `None` in a dry run.
+    #[serde(flatten)]
+    pub outcome: Option<Outcome>,
+}
+
+/// How a node's round ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum NodeResult {
+    /// Not processed (yet).
+    Pending,
+    /// Observed, planned and (unless a dry run) applied.
+    Done {
+        /// Planned operations with their outcomes.
+        operations: Vec<OpReport>,
+        /// Managed files and variables that already had their desired value.
+        in_sync: usize,
+        /// An environment change waits for a safe reboot.
+        reboot_required: bool,
+    },
+    /// The node could not be observed or changed.
+    Failed {
+        /// Where it failed.
+        stage: Stage,
+        /// Why, in the node's or the transport's words.
+        reason: String,
+    },
+}
+
+/// One node's round.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeReport {
+    /// Canonical address.
+    pub address: String,
+    /// Host name, once observed.
+    pub hostname: Option<String>,
+    /// OS and build, once observed.
+    pub os: Option<String>,
+    /// What happened.
+    #[serde(flatten)]
+    pub result: NodeResult,
+}
+
+/// Operation counts of one node or a whole round.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Counts {
+    /// Operations applied.
+    pub applied: usize,
+    /// Items already in sync, and operations the script found done.
+    pub unchanged: usize,
+    /// Operations that failed (a failed node counts once).
+    pub failed: usize,
+    /// Operations planned and not applied (dry run).
+    pub planned: usize,
+}
+
+impl NodeReport {
+    /// A node not processed yet.
+    pub fn new(address: &str) -> Self {
+        Self { address: address.to_owned(), hostname: None, os: None, result: NodeResult::Pending }
+    }
+
+    /// Whether the node failed, or any of its operations did.
+    pub fn failed(&self) -> bool {
+        self.counts().failed > 0 || !matches!(self.result, NodeResult::Done { .. })
+    }
+
+    /// Whether the node has (or had, before the apply) anything to change.
+    pub fn has_changes(&self) -> bool {
+        matches!(&self.result, NodeResult::Done { operations, reboot_required, .. } if !operations.is_empty() || *reboot_required)
+    }
+
+    /// Operation counts.
+    pub fn counts(&self) -> Counts {
+        let mut counts = Counts::default();
+        match &self.result {
+            NodeResult::Pending => {}
+            NodeResult::Failed { .. } => counts.failed = 1,
+            NodeResult::Done { operations, in_sync, .. } => {
+                counts.unchanged = *in_sync;
+                for op in operations {
+                    match &op.outcome {
+                        None => counts.planned += 1,
+                        Some(Outcome::Applied) => counts.applied += 1,
+                        Some(Outcome::Unchanged) => counts.unchanged += 1,
+                        Some(Outcome::Failed(_)) => counts.failed += 1,
+                    }
+                }
+            }
+        }
+        counts
+    }
+}
+
+/// The line a node gets in progress output and in the summary.
+pub fn node_line(report: &NodeReport) -> String {
+    let who = match (&report.hostname, &report.os) {
+        (Some(h), Some(os)) => format!("{} ({h}, {os})", report.address),
+        _ => report.address.clone(),
+    };
+    let c = report.counts();
+    match &report.result {
+        NodeResult::Pending => format!("{who}: pending"),
+        NodeResult::Failed { stage, reason } => {
+            let stage = match stage {
+                Stage::Observe => "observe",
+                Stage::Apply => "apply",
+            };
+            format!("{who}: FAILED ({stage}): {reason}")
+        }
+        NodeResult::Done { operations, reboot_required, .. } if operations.iter().all(|o| o.outcome.is_none()) => {
+            let reboot = if *reboot_required { ", reboot required" } else { "" };
+            match operations.len() {
+                0 if !reboot_required => format!("{who}: in sync"),
+                n => format!("{who}: {n} change(s){reboot}"),
+            }
+        }
+        NodeResult::Done { reboot_required, .. } => {
+            let reboot = if *reboot_required { ", reboot required" } else { "" };
+            format!("{who}: {} applied, {} unchanged, {} failed{reboot}", c.applied, c.unchanged, c.failed)
+        }
+    }
+}
+
+/// The round as text: a line per node, its operations, and a summary.
+pub fn render_text(reports: &[NodeReport], dry_run: bool) -> String {
+    let mut out = String::new();
+    for report in reports {
+        let _ = writeln!(out, "{}", node_line(report));
+        let NodeResult::Done { operations, reboot_required, .. } = &report.result else { continue };
+        for op in operations {
+            let outcome = op.outcome.as_ref().map(|o| format!(": {o}")).unwrap_or_default();
+            let _ = writeln!(out, "    {}{outcome}", op.operation.headline());
+            if dry_run && let Operation::WriteFile { diff, .. } = &op.operation {
+                for line in diff.lines() {
+                    let _ = writeln!(out, "        {line}");
+                }
+            }
+        }
+        if *reboot_required {
+            let _ = writeln!(
+                out,
+                "    ! reboot required: environment changes take effect after a safe reboot (cordon, drain, reboot), which comes with the cluster side; until then, reboot the node yourself"
+            );
+        }
+    }
+    let _ = writeln!(out, "{}", summary(reports, dry_run));
+    out
+}
+
+/// One line: nodes by state and operations by outcome.
+pub fn summary(reports: &[NodeReport], dry_run: bool) -> String {
+    let failed = reports.iter().filter(|r| !matches!(r.result, NodeResult::Done { .. })).count();
+    let changed = reports.iter().filter(|r| r.has_changes()).count();
+    let total = totals(reports);
+    let in_sync = reports.len() - failed - changed;
+    if dry_run {
+        format!(
+            "Dry run: {} node(s): {in_sync} in sync, {changed} with changes ({} operation(s)), {failed} failed.",
+            reports.len(),
+            total.planned
+        )
+    } else {
+        format!(
+            "Applied: {} node(s): {in_sync} in sync, {changed} changed, {failed} failed; operations: {} applied, {} unchanged, {} failed.",
+            reports.len(),
+            total.applied,
+            total.unchanged,
+            total.failed - failed
+        )
+    }
+}
+
+/// Counts over all nodes.
+pub fn totals(reports: &[NodeReport]) -> Counts {
+    reports.iter().map(NodeReport::counts).fold(Counts::default(), |a, c| Counts {
+        applied: a.applied + c.applied,
+        unchanged: a.unchanged + c.unchanged,
+        failed: a.failed + c.failed,
+        planned: a.planned + c.planned,
+    })
+}
+
+/// The round as versioned JSON.
+pub fn render_json(reports: &[NodeReport], dry_run: bool) -> String {
+    let value = serde_json::json!({
+        "formatVersion": FORMAT_VERSION,
+        "dryRun": dry_run,
+        "nodes": reports,
+        "totals": totals(reports),
+    });
+    let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+    text.push('\n');
+    text
+}
+
+/// A short revision for headers.
+pub fn revision(rev: Option<&str>) -> String {
+    short(rev)
+}

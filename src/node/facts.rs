@@ -1,0 +1,296 @@
+//! What a node was observed to have, and the pure parser of the report the
+//! observation script prints.
+//!
+//! The report is a stream of NUL-terminated UTF-8 tokens, so that any file
+//! name or value (quotes, newlines, `$()`) arrives intact without escaping:
+//!
+//! ```text
+//! winfleet-facts 1            start marker and format version
+//! hostname <name>
+//! os <build>
+//! boot <id>                   changes at every boot
+//! dir <name>                  a subdirectory of the registries directory
+//! file <name> <sha256>        its hosts.toml (PowerShell dialect)
+//! sums <hex  path>… end-sums  the same, as `sha256sum -z` prints it (posix)
+//! env <NAME> <value>          a managed variable at Machine scope (PowerShell)
+//! envfile <content>           the environment drop-in (posix)
+//! reboot pending              a reboot is owed for an environment change
+//! service <name> <state>
+//! error <message>             the script failed (PowerShell)
+//! end                         nothing was cut off
+//! ```
+//!
+//! Anything before the start marker (a login banner) is ignored.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use crate::dialect::systemd;
+use crate::node::MANAGED_ENVIRONMENT;
+
+/// The start marker of an observation report.
+pub const FACTS_MARKER: &str = "winfleet-facts";
+/// The version of the report format this parser reads.
+pub const FACTS_VERSION: &str = "1";
+
+/// What one node has, as observed in one round.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// The node's host name.
+    pub hostname: String,
+    /// OS name and build (`10.0.20348.2700`, `Linux 6.1.0`).
+    pub os: String,
+    /// An identifier that changes at every boot, when the node has one.
+    pub boot_id: Option<String>,
+    /// Registry directories present, each with the SHA-256 of its
+    /// hosts.toml (`None`: the directory has no hosts.toml).
+    pub registries: BTreeMap<String, Option<String>>,
+    /// Managed environment variables that are set, with their values.
+    pub environment: BTreeMap<String, String>,
+    /// Whether an environment change is waiting for a reboot.
+    pub reboot_pending: bool,
+    /// State of each observed service.
+    pub services: BTreeMap<String, ServiceState>,
+}
+
+/// The state of a service on a node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServiceState {
+    /// Running (`Running`, `active`).
+    Running,
+    /// Installed, not running.
+    Stopped,
+    /// Not installed.
+    Absent,
+    /// Anything else the node said (`failed`, `StartPending`, `unknown`).
+    Other(String),
+}
+
+impl ServiceState {
+    /// Reads a state as the dialects print it.
+    pub fn parse(text: &str) -> Self {
+        match text.to_ascii_lowercase().as_str() {
+            "running" | "active" => ServiceState::Running,
+            "stopped" | "inactive" => ServiceState::Stopped,
+            "absent" => ServiceState::Absent,
+            _ => ServiceState::Other(text.to_owned()),
+        }
+    }
+}
+
+impl fmt::Display for ServiceState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServiceState::Running => f.write_str("running"),
+            ServiceState::Stopped => f.write_str("stopped"),
+            ServiceState::Absent => f.write_str("absent"),
+            ServiceState::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Why a report could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ReportError {
+    /// The start marker never came: the script did not run.
+    #[error("no {0} report in the output (did the script run? its output began: {1:?})")]
+    NoMarker(&'static str, String),
+    /// A version this build does not read.
+    #[error("report format version {0:?} is not supported")]
+    Version(String),
+    /// The output stopped before `end` (connection lost, script killed).
+    #[error("the report was cut off before its end")]
+    Truncated,
+    /// The script caught an error on the node.
+    #[error("the node reported: {0}")]
+    Node(String),
+    /// A token this parser does not know.
+    #[error("unexpected token {0:?} in the report")]
+    Unexpected(String),
+}
+
+/// Tokens of a report after its start marker and version.
+pub(crate) struct Tokens<'a> {
+    inner: std::str::Split<'a, char>,
+}
+
+impl<'a> Tokens<'a> {
+    /// Finds `marker`, checks the version and returns the tokens after it.
+    pub(crate) fn after_marker(text: &'a str, marker: &'static str, version: &str) -> Result<Self, ReportError> {
+        let start = text
+            .match_indices(marker)
+            .map(|(i, _)| i)
+            .find(|&i| text[i + marker.len()..].starts_with('\0'))
+            .ok_or_else(|| ReportError::NoMarker(marker, text.chars().take(200).collect()))?;
+        let rest = &text[start + marker.len() + 1..];
+        let Some(end) = rest.rfind('\0') else { return Err(ReportError::Truncated) };
+        let mut tokens = Tokens { inner: rest[..end].split('\0') };
+        match tokens.next()? {
+            v if v == version => Ok(tokens),
+            v => Err(ReportError::Version(v.to_owned())),
+        }
+    }
+
+    /// The next token; running out means the report was cut off.
+    pub(crate) fn next(&mut self) -> Result<&'a str, ReportError> {
+        self.inner.next().ok_or(ReportError::Truncated)
+    }
+}
+
+/// Parses an observation report.
+pub fn parse_facts(output: &[u8]) -> Result<NodeFacts, ReportError> {
+    let text = String::from_utf8_lossy(output);
+    let mut tokens = Tokens::after_marker(&text, FACTS_MARKER, FACTS_VERSION)?;
+    let mut facts = NodeFacts::default();
+    let mut env_file = None;
+    loop {
+        match tokens.next()? {
+            "end" => break,
+            "error" => return Err(ReportError::Node(tokens.next()?.trim().to_owned())),
+            "hostname" => facts.hostname = tokens.next()?.to_owned(),
+            "os" => facts.os = tokens.next()?.to_owned(),
+            "boot" => facts.boot_id = Some(tokens.next()?.to_owned()).filter(|b| !b.is_empty()),
+            "dir" => {
+                facts.registries.insert(tokens.next()?.to_owned(), None);
+            }
+            "file" => {
+                let name = tokens.next()?;
+                let sum = tokens.next()?.to_ascii_lowercase();
+                facts.registries.insert(name.to_owned(), Some(sum));
+            }
+            "sums" => loop {
+                let token = tokens.next()?;
+                if token == "end-sums" {
+                    break;
+                }
+                let (sum, path) = token.split_once("  ").ok_or_else(|| ReportError::Unexpected(token.to_owned()))?;
+                if let Some(name) = registry_of(path) {
+                    facts.registries.insert(name.to_owned(), Some(sum.to_ascii_lowercase()));
+                }
+            },
+            "env" => {
+                let name = tokens.next()?;
+                let value = tokens.next()?;
+                if MANAGED_ENVIRONMENT.contains(&name) {
+                    facts.environment.insert(name.to_owned(), value.to_owned());
+                }
+            }
+            "envfile" => env_file = Some(tokens.next()?.to_owned()),
+            "reboot" => facts.reboot_pending = tokens.next()? == "pending",
+            "service" => {
+                let name = tokens.next()?;
+                let state = ServiceState::parse(tokens.next()?);
+                facts.services.insert(name.to_owned(), state);
+            }
+            other => return Err(ReportError::Unexpected(other.to_owned())),
+        }
+    }
+    if let Some(content) = env_file {
+        let parsed = systemd::parse_drop_in(&content);
+        facts.environment =
+            parsed.environment.into_iter().filter(|(name, _)| MANAGED_ENVIRONMENT.contains(&name.as_str())).collect();
+        facts.reboot_pending |= parsed.reboot_owed_since.is_some_and(|boot| facts.boot_id.as_deref() == Some(&boot));
+    }
+    Ok(facts)
+}
+
+/// `…/<registry>/hosts.toml` → `<registry>`.
+fn registry_of(path: &str) -> Option<&str> {
+    let mut parts = path.rsplit(['/', '\\']);
+    let _file = parts.next()?;
+    parts.next().filter(|name| !name.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(tokens: &[&str]) -> Vec<u8> {
+        let mut out = b"Welcome banner\n".to_vec();
+        for t in tokens {
+            out.extend_from_slice(t.as_bytes());
+            out.push(0);
+        }
+        out
+    }
+
+    #[test]
+    fn a_powershell_report_becomes_facts() {
+        let facts = parse_facts(&report(&[
+            "winfleet-facts",
+            "1",
+            "hostname",
+            "WIN-1",
+            "os",
+            "10.0.20348.2700",
+            "dir",
+            "quay.io",
+            "file",
+            "quay.io",
+            "ABCDEF",
+            "dir",
+            "empty.io",
+            "env",
+            "HTTP_PROXY",
+            "http://p:3128",
+            "env",
+            "PATH",
+            "ignored",
+            "reboot",
+            "pending",
+            "service",
+            "kubelet",
+            "Running",
+            "end",
+        ]))
+        .unwrap();
+        assert_eq!(facts.hostname, "WIN-1");
+        assert_eq!(facts.registries.get("quay.io"), Some(&Some("abcdef".to_owned())));
+        assert_eq!(facts.registries.get("empty.io"), Some(&None));
+        assert_eq!(facts.environment.len(), 1);
+        assert!(facts.reboot_pending);
+        assert_eq!(facts.services.get("kubelet"), Some(&ServiceState::Running));
+    }
+
+    #[test]
+    fn posix_sums_and_the_drop_in_become_facts() {
+        let drop_in = "# winfleet: reboot owed since boot b-1\n[Manager]\nDefaultEnvironment=\"NO_PROXY=a,b\"\n";
+        let facts = parse_facts(&report(&[
+            "winfleet-facts",
+            "1",
+            "boot",
+            "b-1",
+            "dir",
+            "we\nird",
+            "sums",
+            "00ff  certs.d/we\nird/hosts.toml",
+            "end-sums",
+            "envfile",
+            drop_in,
+            "end",
+        ]))
+        .unwrap();
+        assert_eq!(facts.registries.get("we\nird"), Some(&Some("00ff".to_owned())));
+        assert_eq!(facts.environment.get("NO_PROXY").map(String::as_str), Some("a,b"));
+        assert!(facts.reboot_pending, "owed since this boot");
+    }
+
+    #[test]
+    fn a_reboot_since_the_change_settles_it() {
+        let drop_in = "# winfleet: reboot owed since boot b-1\n[Manager]\n";
+        let facts = parse_facts(&report(&["winfleet-facts", "1", "boot", "b-2", "envfile", drop_in, "end"])).unwrap();
+        assert!(!facts.reboot_pending);
+    }
+
+    #[test]
+    fn cut_off_and_foreign_output_are_errors() {
+        assert_eq!(parse_facts(&report(&["winfleet-facts", "1", "hostname", "x"])), Err(ReportError::Truncated));
+        assert_eq!(parse_facts(&report(&["winfleet-facts", "1", "dir"])), Err(ReportError::Truncated));
+        assert!(matches!(parse_facts(b"bash: sh: not found\n"), Err(ReportError::NoMarker(..))));
+        assert_eq!(parse_facts(&report(&["winfleet-facts", "9", "end"])), Err(ReportError::Version("9".into())));
+        assert_eq!(
+            parse_facts(&report(&["winfleet-facts", "1", "bogus", "end"])),
+            Err(ReportError::Unexpected("bogus".into()))
+        );
+    }
+}

@@ -1,0 +1,181 @@
+//! The live plan of one node: [`plan_node`] compares a [`NodeSpec`] with the
+//! [`NodeFacts`] observed this round and keeps only what differs. Pure.
+
+use crate::node::facts::NodeFacts;
+use crate::node::{HOSTS_TOML, MANAGED_ENVIRONMENT, ManagedFile, NodeSpec, display_env_value, node_path};
+use crate::plan::Operation;
+
+/// One change to make on a node, borrowing the desired values from the spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Change<'a> {
+    /// Write `<registries>/<registry>/hosts.toml`.
+    WriteFile {
+        /// Registry directory name.
+        registry: &'a str,
+        /// Desired content.
+        file: &'a ManagedFile,
+        /// SHA-256 on the node; `None` when the file is absent.
+        observed: Option<&'a str>,
+    },
+    /// Remove a registry directory that is not desired.
+    RemoveRegistry {
+        /// Registry directory name, as the node listed it.
+        registry: &'a str,
+    },
+    /// Set a managed environment variable.
+    SetEnv {
+        /// Variable name.
+        name: &'static str,
+        /// Desired value.
+        value: &'a str,
+        /// Value on the node, if set.
+        from: Option<&'a str>,
+    },
+    /// Remove a managed environment variable.
+    UnsetEnv {
+        /// Variable name.
+        name: &'static str,
+        /// Value on the node.
+        from: &'a str,
+    },
+}
+
+impl Change<'_> {
+    /// Whether the change only takes effect after a safe reboot.
+    pub fn needs_reboot(&self) -> bool {
+        matches!(self, Change::SetEnv { .. } | Change::UnsetEnv { .. })
+    }
+
+    /// The change as displayed in plans and reports (secrets redacted).
+    pub fn operation(&self, spec: &NodeSpec) -> Operation {
+        match self {
+            Change::WriteFile { registry, file, observed } => {
+                let path = node_path(spec.shell, &spec.registries_dir, &[registry, HOSTS_TOML]);
+                let diff = match observed {
+                    None => {
+                        let mut diff = format!("--- absent\n+++ desired: {path}\n");
+                        for line in file.display().lines() {
+                            diff.push('+');
+                            diff.push_str(line);
+                            diff.push('\n');
+                        }
+                        diff
+                    }
+                    Some(sum) => format!("sha256 {} on the node, {} desired\n", short(sum), short(file.sha256())),
+                };
+                Operation::WriteFile { path, created: observed.is_none(), diff }
+            }
+            Change::RemoveRegistry { registry } => {
+                Operation::RemoveRegistry { path: node_path(spec.shell, &spec.registries_dir, &[registry]) }
+            }
+            Change::SetEnv { name, value, from } => Operation::SetEnv {
+                name: (*name).to_owned(),
+                from: from.map(display_env_value),
+                to: display_env_value(value),
+            },
+            Change::UnsetEnv { name, from } => {
+                Operation::UnsetEnv { name: (*name).to_owned(), from: display_env_value(from) }
+            }
+        }
+    }
+}
+
+fn short(sum: &str) -> &str {
+    sum.get(..12).unwrap_or(sum)
+}
+
+/// Whether `name` is one plain directory entry (never `..` or a path).
+pub fn is_entry_name(name: &str) -> bool {
+    !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
+}
+
+/// What must change on a node: files whose SHA-256 differs, registry
+/// directories that are not desired, environment variables whose value
+/// differs. Files first (by registry), then removals, then variables.
+pub fn plan_node<'a>(spec: &'a NodeSpec, facts: &'a NodeFacts) -> Vec<Change<'a>> {
+    let mut changes = Vec::new();
+    for (registry, file) in &spec.registries {
+        let observed = facts.registries.get(registry).and_then(Option::as_deref);
+        if observed != Some(file.sha256()) {
+            changes.push(Change::WriteFile { registry, file, observed });
+        }
+    }
+    for registry in facts.registries.keys() {
+        if !spec.registries.contains_key(registry) && is_entry_name(registry) {
+            changes.push(Change::RemoveRegistry { registry });
+        }
+    }
+    for name in MANAGED_ENVIRONMENT {
+        let desired = spec.environment.get(name).map(String::as_str);
+        let observed = facts.environment.get(name).map(String::as_str);
+        match (desired, observed) {
+            (Some(value), from) if from != Some(value) => changes.push(Change::SetEnv { name, value, from }),
+            (None, Some(from)) => changes.push(Change::UnsetEnv { name, from }),
+            _ => {}
+        }
+    }
+    changes
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::desired::kinds::instances::Shell;
+
+    fn spec() -> NodeSpec {
+        NodeSpec {
+            shell: Shell::Posix,
+            registries_dir: "/etc/containerd/certs.d".into(),
+            registries: [
+                ("a.io".to_owned(), ManagedFile::plain("a\n".into())),
+                ("b.io".to_owned(), ManagedFile::plain("b\n".into())),
+            ]
+            .into(),
+            environment: [("HTTP_PROXY".to_owned(), "http://p:3128".to_owned())].into(),
+            environment_dir: Some("/etc/systemd/system.conf.d".into()),
+            services: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_node_in_sync_needs_nothing() {
+        let spec = spec();
+        let facts = NodeFacts {
+            registries: spec.registries.iter().map(|(k, f)| (k.clone(), Some(f.sha256().to_owned()))).collect(),
+            environment: spec.environment.clone(),
+            ..NodeFacts::default()
+        };
+        assert_eq!(plan_node(&spec, &facts), Vec::new());
+    }
+
+    #[test]
+    fn only_what_differs_is_planned() {
+        let spec = spec();
+        let facts = NodeFacts {
+            registries: BTreeMap::from([
+                ("a.io".to_owned(), Some(spec.registries["a.io"].sha256().to_owned())),
+                ("b.io".to_owned(), Some("0000".to_owned())),
+                ("old.io".to_owned(), None),
+                ("..".to_owned(), None),
+            ]),
+            environment: BTreeMap::from([
+                ("HTTP_PROXY".to_owned(), "http://old:3128".to_owned()),
+                ("NO_PROXY".to_owned(), ".svc".to_owned()),
+            ]),
+            ..NodeFacts::default()
+        };
+        let changes = plan_node(&spec, &facts);
+        assert_eq!(
+            changes,
+            vec![
+                Change::WriteFile { registry: "b.io", file: &spec.registries["b.io"], observed: Some("0000") },
+                Change::RemoveRegistry { registry: "old.io" },
+                Change::SetEnv { name: "HTTP_PROXY", value: "http://p:3128", from: Some("http://old:3128") },
+                Change::UnsetEnv { name: "NO_PROXY", from: ".svc" },
+            ]
+        );
+        assert!(changes[2].needs_reboot() && !changes[0].needs_reboot());
+    }
+}

@@ -1,0 +1,223 @@
+//! The SSH transport (russh): key authentication, pinned host keys,
+//! timeouts, keepalive, retries with backoff for transient failures, and a
+//! pool that keeps one connection per node for reuse within a round and
+//! across rounds.
+//!
+//! - [`known_hosts`]: host key pinning and trust-on-first-use.
+//! - [`session`]: one authenticated connection; runs a [`Script`].
+//!
+//! [`Script`]: crate::dialect::Script
+
+pub mod known_hosts;
+pub mod session;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use russh::keys::PrivateKey;
+use tokio::sync::Mutex;
+
+pub use known_hosts::{HostKeyError, KnownHosts};
+pub use session::{Output, Session};
+
+use crate::dialect::Script;
+
+/// Where and as whom to connect.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Target {
+    /// DNS name or IPv4 address.
+    pub address: String,
+    /// TCP port.
+    pub port: u16,
+    /// SSH user.
+    pub username: String,
+}
+
+impl std::fmt::Display for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}@{}:{}", self.username, self.address, self.port)
+    }
+}
+
+/// Transport settings.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Limit for TCP connect plus SSH handshake and authentication.
+    pub connect_timeout: Duration,
+    /// Limit for one script, from channel open to exit.
+    pub command_timeout: Duration,
+    /// Keepalive interval on idle connections.
+    pub keepalive: Duration,
+    /// Extra connection attempts after a transient failure.
+    pub retries: u32,
+    /// Delay before the first retry; doubled for each further one.
+    pub backoff: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            connect_timeout: Duration::from_secs(15),
+            command_timeout: Duration::from_secs(120),
+            keepalive: Duration::from_secs(15),
+            retries: 2,
+            backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Why talking to a node failed. Messages name the node.
+#[derive(Debug, thiserror::Error)]
+pub enum SshError {
+    /// TCP connect failed.
+    #[error("cannot connect to {target}: {source}")]
+    Connect {
+        /// The node.
+        target: String,
+        /// The IO error.
+        source: std::io::Error,
+    },
+    /// Something took longer than its limit.
+    #[error("{what} on {target} timed out after {after:?}")]
+    Timeout {
+        /// The node.
+        target: String,
+        /// What was being done.
+        what: &'static str,
+        /// The limit.
+        after: Duration,
+    },
+    /// The host key was refused (never retried).
+    #[error(transparent)]
+    HostKey(#[from] HostKeyError),
+    /// The server refused the key (never retried).
+    #[error("{target} refused public key authentication for user {user:?}")]
+    Auth {
+        /// The node.
+        target: String,
+        /// The user.
+        user: String,
+    },
+    /// The SSH protocol failed (connection lost, channel refused).
+    #[error("SSH error with {target}: {source}")]
+    Protocol {
+        /// The node.
+        target: String,
+        /// russh's error.
+        source: russh::Error,
+    },
+    /// An error inside russh's handshake before the target is known.
+    #[error("SSH error: {0}")]
+    Russh(#[from] russh::Error),
+}
+
+impl SshError {
+    /// Whether trying again may help (network trouble, not a refusal).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SshError::Connect { .. } | SshError::Timeout { .. } => true,
+            SshError::Protocol { source, .. } | SshError::Russh(source) => !matches!(
+                source,
+                russh::Error::NotAuthenticated | russh::Error::NoAuthMethod | russh::Error::UnknownKey
+            ),
+            SshError::HostKey(_) | SshError::Auth { .. } => false,
+        }
+    }
+}
+
+/// The private key used for every node.
+pub fn load_key(path: &Path) -> Result<PrivateKey, String> {
+    let key = russh::keys::load_secret_key(path, None)
+        .map_err(|e| format!("cannot read the SSH private key {}: {e}", path.display()))?;
+    if let Some(rsa) = key.key_data().rsa() {
+        let bits = rsa.public().key_size();
+        if bits < 2048 {
+            return Err(format!("the RSA key {} has {bits} bits; at least 2048 are required", path.display()));
+        }
+    }
+    Ok(key)
+}
+
+/// One connection per node, opened on first use and kept: within a round,
+/// the observation and the apply share it; the daemon keeps the pool
+/// across rounds. A connection found dead is replaced once.
+pub struct Pool {
+    key: Arc<PrivateKey>,
+    known_hosts: Arc<KnownHosts>,
+    settings: Settings,
+    sessions: Mutex<HashMap<Target, Arc<Session>>>,
+}
+
+impl Pool {
+    /// A pool that authenticates with `key` and checks `known_hosts`.
+    pub fn new(key: PrivateKey, known_hosts: KnownHosts, settings: Settings) -> Self {
+        Self { key: Arc::new(key), known_hosts: Arc::new(known_hosts), settings, sessions: Mutex::new(HashMap::new()) }
+    }
+
+    /// The transport settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// Runs `script` on `target`. When `idempotent` (observation), a
+    /// transient failure is retried on a fresh connection; an apply is never
+    /// re-sent within a round (the next round re-observes instead).
+    pub async fn run(&self, target: &Target, script: &Script, idempotent: bool) -> Result<Output, SshError> {
+        let cached = self.sessions.lock().await.get(target).cloned();
+        if let Some(session) = cached {
+            match session.run(script, self.settings.command_timeout).await {
+                Ok(output) => return Ok(output),
+                Err(e) if session.is_closed() && idempotent => {
+                    tracing::debug!(%target, error = %e, "cached connection is gone; reconnecting");
+                    self.forget(target).await;
+                }
+                Err(e) => {
+                    self.forget(target).await;
+                    return Err(e);
+                }
+            }
+        }
+        let session = self.connect(target).await?;
+        let result = session.run(script, self.settings.command_timeout).await;
+        if result.is_err() {
+            self.forget(target).await;
+        }
+        result
+    }
+
+    /// Connects with retries and backoff, and caches the session.
+    async fn connect(&self, target: &Target) -> Result<Arc<Session>, SshError> {
+        let mut delay = self.settings.backoff;
+        let mut attempt = 0;
+        loop {
+            match Session::connect(target, &self.key, &self.known_hosts, &self.settings).await {
+                Ok(session) => {
+                    let session = Arc::new(session);
+                    self.sessions.lock().await.insert(target.clone(), Arc::clone(&session));
+                    return Ok(session);
+                }
+                Err(e) if e.is_transient() && attempt < self.settings.retries => {
+                    attempt += 1;
+                    tracing::debug!(%target, error = %e, attempt, "transient SSH failure; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = delay.saturating_mul(2);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn forget(&self, target: &Target) {
+        self.sessions.lock().await.remove(target);
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        let sessions: Vec<_> = self.sessions.lock().await.drain().map(|(_, s)| s).collect();
+        for session in sessions {
+            session.close().await;
+        }
+    }
+}
