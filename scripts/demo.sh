@@ -43,3 +43,8 @@ set +e
 code=$?
 set -e
 echo "(exit code $code: 0 = no changes, 2 = changes, 1 = error)"
+
+echo
+echo "== the node engine on a local demo fleet (real sshd nodes on loopback)"
+command -v /usr/sbin/sshd >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-server openssh-sftp-server; }
+cargo run --release --quiet --example demo-fleet -- "$winfleet" 3

@@ -18,9 +18,15 @@
 //! - [`plan`] compares two desired states (the offline plan for review) and
 //!   prints plans as text, markdown or JSON.
 //! - [`diagnostic`] is the one vocabulary for what validation reports.
+//! - [`node`] holds what a node should have ([`node::NodeSpec`]), what it
+//!   was observed to have ([`node::facts::NodeFacts`]) and the pure
+//!   [`node::plan::plan_node`] between them.
+//! - [`dialect`] renders the observe and apply scripts (posix, PowerShell).
+//! - [`ssh`] is the transport: pinned host keys, timeouts, retries, a pool.
+//! - [`engine`] runs a round: observe → plan → apply per node, in parallel.
 //!
-//! `observe`, `apply` and `report` arrive with the node engine, the cluster
-//! side and the daemon; they plug into the same [`plan::Plan`] data.
+//! The cluster side and the daemon's report stage come next; they plug into
+//! the same data.
 
 pub mod desired;
 pub mod diagnostic;

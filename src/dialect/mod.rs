@@ -27,12 +27,20 @@ use crate::node::plan::Change;
 
 /// A command to run on a node, with its script on standard input (the
 /// command line stays short and fixed: cmd.exe limits it to 8191 bytes).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `Debug` shows the command and the input's size only: the input may
+/// carry registry credentials (base64 is not redaction).
+#[derive(Clone, PartialEq, Eq)]
 pub struct Script {
     /// The fixed command line.
     pub command: &'static str,
     /// The script, fed on standard input.
     pub input: String,
+}
+
+impl std::fmt::Debug for Script {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Script").field("command", &self.command).field("input_bytes", &self.input.len()).finish()
+    }
 }
 
 /// The observation script for a node of `spec`'s dialect.

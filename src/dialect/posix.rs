@@ -1,5 +1,9 @@
 //! The posix dialect: POSIX `sh` with coreutils (`base64`, `sha256sum`,
-//! `cmp`, `mv`), run as `/bin/sh -s` with the script on standard input.
+//! `mkdir`, `mv`, `rm`), run as `/bin/sh -s` with the script on standard
+//! input. Few processes per node: values are decoded from here-documents,
+//! and a file is written without re-reading the old one (the plan compared
+//! SHA-256 sums a moment before; PowerShell, where it costs nothing, does
+//! re-check and reports "unchanged").
 //!
 //! The whole script is one function called on its last line, so a script
 //! cut off in transit is a syntax error and runs nothing. Inside it, no
@@ -21,7 +25,10 @@ pub const COMMAND: &str = "/bin/sh -s";
 const PRELUDE: &str = r#"main() {
 umask 022
 t() { printf '%s\0' "$@"; }
-d() { printf '%s' "$1" | base64 -d; }
+d() { base64 -d <<WINFLEET_B64
+$1
+WINFLEET_B64
+}
 "#;
 
 const EPILOGUE: &str = "t end\n}\nmain </dev/null\n";
@@ -85,10 +92,10 @@ pub fn apply(spec: &NodeSpec, facts: &NodeFacts, changes: &[Change<'_>]) -> Scri
         r#"o() { for j in $idx; do t op "$j" "$@"; done; }
 v() { d "$1"; printf x; }
 w() {
-  idx=$1; dir=$(v "$2"); dir=${dir%x}; name=$(v "$3"); name=${name%x}
-  tmp="$dir/.$name.winfleet-tmp"; target="$dir/$name"
-  if ! err=$( { mkdir -p -- "$dir" && d "$4" >"$tmp"; } 2>&1 ); then o failed "$err"; return; fi
-  if cmp -s -- "$tmp" "$target"; then rm -f -- "$tmp"; o unchanged; return; fi
+  idx=$1; target=$(v "$2"); target=${target%x}
+  dir=${target%/*}; tmp="$dir/.${target##*/}.winfleet-tmp"
+  if [ ! -d "$dir" ] && ! err=$(mkdir -p -- "$dir" 2>&1); then o failed "$err"; return; fi
+  if ! err=$( { d "$3" >"$tmp"; } 2>&1 ); then o failed "$err"; return; fi
   if err=$(mv -f -- "$tmp" "$target" 2>&1); then o applied; else o failed "$err"; fi
 }
 r() {
@@ -103,8 +110,8 @@ r() {
     for (i, change) in changes.iter().enumerate() {
         match change {
             Change::WriteFile { registry, file, .. } if is_entry_name(registry) => {
-                let dir = format!("{}/{registry}", spec.registries_dir);
-                let _ = writeln!(s, "w {i} '{}' '{}' '{}'", b64(&dir), b64(HOSTS_TOML), b64(file.content()));
+                let path = format!("{}/{registry}/{HOSTS_TOML}", spec.registries_dir);
+                let _ = writeln!(s, "w {i} '{}' '{}'", b64(&path), b64(file.content()));
             }
             Change::RemoveRegistry { registry } if is_entry_name(registry) => {
                 let _ = writeln!(s, "r {i} '{}'", b64(&format!("{}/{registry}", spec.registries_dir)));
@@ -121,7 +128,8 @@ r() {
         match &spec.environment_dir {
             Some(dir) => {
                 let content = super::systemd::render_drop_in(&spec.environment, facts.boot_id.as_deref());
-                let _ = writeln!(s, "w '{indexes}' '{}' '{}' '{}'", b64(dir), b64(ENVIRONMENT_DROP_IN), b64(&content));
+                let path = format!("{dir}/{ENVIRONMENT_DROP_IN}");
+                let _ = writeln!(s, "w '{indexes}' '{}' '{}'", b64(&path), b64(&content));
             }
             None => {
                 let _ = writeln!(s, "idx='{indexes}'; o failed 'no environment directory for posix nodes'");
