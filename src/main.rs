@@ -16,6 +16,12 @@ fn main() -> ExitCode {
             return ExitCode::from(if e.use_stderr() { 1 } else { 0 });
         }
     };
+    // Diagnostics for operators: RUST_LOG=winfleet=debug shows retries and
+    // reconnects. Nothing is logged by default; results go to stdout/stderr.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_writer(std::io::stderr)
+        .init();
     match cli::run(args) {
         Ok(code) => code,
         Err(e) => {

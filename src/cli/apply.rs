@@ -9,7 +9,7 @@ use winfleet::desired::model::Instance;
 use winfleet::engine::{self, RoundOptions, report};
 use winfleet::ssh::{self, KnownHosts, Pool, Settings};
 
-use super::{ApplyArgs, Format, load, output};
+use super::{ApplyArgs, RoundFormat, load, output};
 
 pub fn run(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     let secret = args.pull_secret.as_deref().map(load::pull_secret).transpose()?;
@@ -46,8 +46,8 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
         reports
     });
     output::out(&match args.output {
-        Format::Json => report::render_json(&reports, args.dry_run),
-        Format::Text | Format::Markdown => report::render_text(&reports, args.dry_run),
+        RoundFormat::Json => report::render_json(&reports, args.dry_run),
+        RoundFormat::Text => report::render_text(&reports, args.dry_run),
     });
     let failed = reports.iter().any(report::NodeReport::failed);
     let changes = reports.iter().any(report::NodeReport::has_changes);

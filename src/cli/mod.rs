@@ -109,9 +109,18 @@ struct ApplyArgs {
     /// Seconds allowed for one script on a node.
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     command_timeout: u64,
-    /// Output format (markdown prints as text).
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    output: Format,
+    /// Output format of the summary.
+    #[arg(long, value_enum, default_value_t = RoundFormat::Text)]
+    output: RoundFormat,
+}
+
+/// How a round's summary is printed.
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum RoundFormat {
+    /// A line per node and its operations.
+    Text,
+    /// Versioned JSON (`formatVersion`, `nodes`, `totals`).
+    Json,
 }
 
 /// How a plan is printed.

@@ -68,7 +68,8 @@ pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool) -> NodeReport
     report.os = Some(facts.os.clone());
     let changes = plan_node(spec, &facts);
     let reboot_required = facts.reboot_pending || changes.iter().any(Change::needs_reboot);
-    let in_sync = managed_items(spec) - changes.iter().filter(|c| !matches!(c, Change::RemoveRegistry { .. })).count();
+    let in_sync = managed_items(spec)
+        .saturating_sub(changes.iter().filter(|c| !matches!(c, Change::RemoveRegistry { .. })).count());
     let mut operations: Vec<OpReport> =
         changes.iter().map(|c| OpReport { operation: c.operation(spec), outcome: None }).collect();
     if !dry_run && !changes.is_empty() {
