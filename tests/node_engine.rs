@@ -151,7 +151,10 @@ fn first_apply_writes_everything_and_an_immediate_second_apply_writes_nothing() 
     let (code, out, err) = apply(&fleet, &repo, &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(err.contains("SSH-only mode"), "{err}");
-    assert!(out.contains("Applied: 3 node(s): 0 in sync, 3 changed, 0 failed; operations: 15 applied"), "{out}");
+    assert!(
+        out.contains("Applied: 3 node(s): 0 in sync, 3 changed, 0 failed (3 owe a reboot); operations: 15 applied"),
+        "{out}"
+    );
     let expected = repo.expected_hosts();
     assert_eq!(expected.len(), 3);
     assert!(expected.contains_key("registry.local:5000"), "posix keeps host:port: {expected:?}");

@@ -33,7 +33,7 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
         max_parallel: args.max_parallel.unwrap_or(desired.fleet.max_parallel).max(1) as usize,
     };
     output::error(
-        "winfleet: SSH-only mode (no cluster side yet): node files and environment only; reboots are reported, not performed",
+        "SSH-only mode (no cluster side yet): node files and environment only; reboots are reported, not performed",
     );
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;

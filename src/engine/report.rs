@@ -138,12 +138,13 @@ pub fn node_line(report: &NodeReport) -> String {
             };
             format!("{who}: FAILED ({stage}): {reason}")
         }
+        NodeResult::Done { operations, reboot_required, .. } if operations.is_empty() => {
+            let reboot = if *reboot_required { ", reboot required" } else { "" };
+            format!("{who}: in sync{reboot}")
+        }
         NodeResult::Done { operations, reboot_required, .. } if operations.iter().all(|o| o.outcome.is_none()) => {
             let reboot = if *reboot_required { ", reboot required" } else { "" };
-            match operations.len() {
-                0 if !reboot_required => format!("{who}: in sync"),
-                n => format!("{who}: {n} change(s){reboot}"),
-            }
+            format!("{who}: {} change(s){reboot}", operations.len())
         }
         NodeResult::Done { reboot_required, .. } => {
             let reboot = if *reboot_required { ", reboot required" } else { "" };
@@ -181,18 +182,24 @@ pub fn render_text(reports: &[NodeReport], dry_run: bool) -> String {
 /// One line: nodes by state and operations by outcome.
 pub fn summary(reports: &[NodeReport], dry_run: bool) -> String {
     let failed = reports.iter().filter(|r| !matches!(r.result, NodeResult::Done { .. })).count();
-    let changed = reports.iter().filter(|r| r.has_changes()).count();
+    let changed = reports
+        .iter()
+        .filter(|r| matches!(&r.result, NodeResult::Done { operations, .. } if !operations.is_empty()))
+        .count();
+    let reboots =
+        reports.iter().filter(|r| matches!(&r.result, NodeResult::Done { reboot_required: true, .. })).count();
+    let reboots = if reboots > 0 { format!(" ({reboots} owe a reboot)") } else { String::new() };
     let total = totals(reports);
     let in_sync = reports.len() - failed - changed;
     if dry_run {
         format!(
-            "Dry run: {} node(s): {in_sync} in sync, {changed} with changes ({} operation(s)), {failed} failed.",
+            "Dry run: {} node(s): {in_sync} in sync, {changed} with changes ({} operation(s)), {failed} failed{reboots}.",
             reports.len(),
             total.planned
         )
     } else {
         format!(
-            "Applied: {} node(s): {in_sync} in sync, {changed} changed, {failed} failed; operations: {} applied, {} unchanged, {} failed.",
+            "Applied: {} node(s): {in_sync} in sync, {changed} changed, {failed} failed{reboots}; operations: {} applied, {} unchanged, {} failed.",
             reports.len(),
             total.applied,
             total.unchanged,
