@@ -194,9 +194,10 @@ pub fn parse_facts(output: &[u8]) -> Result<NodeFacts, ReportError> {
     Ok(facts)
 }
 
-/// `…/<registry>/hosts.toml` → `<registry>`.
+/// `…/<registry>/hosts.toml` → `<registry>` (posix paths: a backslash is
+/// an ordinary character of a name there).
 fn registry_of(path: &str) -> Option<&str> {
-    let mut parts = path.rsplit(['/', '\\']);
+    let mut parts = path.rsplit('/');
     let _file = parts.next()?;
     parts.next().filter(|name| !name.is_empty())
 }
@@ -264,6 +265,7 @@ mod tests {
             "we\nird",
             "sums",
             "00ff  certs.d/we\nird/hosts.toml",
+            "0a0a  certs.d/back\\slash/hosts.toml",
             "end-sums",
             "envfile",
             drop_in,
@@ -271,6 +273,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(facts.registries.get("we\nird"), Some(&Some("00ff".to_owned())));
+        assert_eq!(facts.registries.get("back\\slash"), Some(&Some("0a0a".to_owned())));
         assert_eq!(facts.environment.get("NO_PROXY").map(String::as_str), Some("a,b"));
         assert!(facts.reboot_pending, "owed since this boot");
     }
