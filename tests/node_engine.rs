@@ -306,6 +306,27 @@ fn trust_on_first_use_records_keys_then_enforces_them() {
     assert_eq!(fs::read_to_string(&known).unwrap().lines().count(), 2, "the new key was not recorded");
 }
 
+#[test]
+fn a_host_recorded_only_by_its_rsa_key_is_asked_for_that_key() {
+    let mut fleet = TestFleet::start(1);
+    let repo = Repo::new(&fleet);
+    repo.mirrors(&[QUAY]);
+    let line = fleet.nodes[0].add_rsa_host_key();
+    let known = fleet.empty_known_hosts("rsa_known_hosts");
+    fs::write(&known, line).unwrap();
+    let (code, out, err) = winfleet(&[
+        "apply",
+        "--once",
+        "--repo",
+        repo.path(),
+        "--ssh-key",
+        path(&fleet.key),
+        "--known-hosts",
+        path(&known),
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+}
+
 const HOSTILE: &str = "'q',\"dq\",$(touch${IFS}PWNED1),`touch${IFS}PWNED2`,a;touch${IFS}PWNED3,b&&touch${IFS}PWNED4,c|touch${IFS}PWNED5,%PATH%,$HOME,\\n,ünïcödé-✓,../../etc/passwd";
 
 #[test]

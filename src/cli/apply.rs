@@ -70,6 +70,7 @@ fn select<'a>(
     for node in nodes {
         let canonical = node.trim().trim_end_matches('.').to_ascii_lowercase();
         match instances.get(&canonical) {
+            Some(instance) if selected.iter().any(|s: &&Instance| s.address == instance.address) => {}
             Some(instance) => selected.push(instance),
             None => unknown.push(node.as_str()),
         }

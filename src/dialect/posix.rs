@@ -1,6 +1,7 @@
 //! The posix dialect: POSIX `sh` with coreutils (`base64`, `sha256sum`,
 //! `mkdir`, `mv`, `rm`), run as `/bin/sh -s` with the script on standard
-//! input. Few processes per node: values are decoded from here-documents,
+//! input. Files and directories are created owner-only (`umask 077`):
+//! hosts.toml may carry registry credentials. Few processes per node: values are decoded from here-documents,
 //! and a file is written without re-reading the old one (the plan compared
 //! SHA-256 sums a moment before; PowerShell, where it costs nothing, does
 //! re-check and reports "unchanged").
@@ -23,7 +24,7 @@ use crate::node::{ENVIRONMENT_DROP_IN, HOSTS_TOML, NodeSpec};
 pub const COMMAND: &str = "/bin/sh -s";
 
 const PRELUDE: &str = r#"main() {
-umask 022
+umask 077
 t() { printf '%s\0' "$@"; }
 d() { base64 -d <<WINFLEET_B64
 $1

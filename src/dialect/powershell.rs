@@ -86,8 +86,7 @@ pub fn observe_script(spec: &NodeSpec) -> String {
 pub fn apply_script(spec: &NodeSpec, changes: &[Change<'_>]) -> String {
     let mut s = PRELUDE.to_owned();
     s.push_str(
-        r#"$state = @{ owed = $false }
-function Set-WfFile($i, [string]$dir, [string]$name, [string]$content) {
+        r#"function Set-WfFile($i, [string]$dir, [string]$name, [string]$content) {
   try {
     [void][System.IO.Directory]::CreateDirectory($dir)
     $target = [System.IO.Path]::Combine($dir, $name)
@@ -96,7 +95,11 @@ function Set-WfFile($i, [string]$dir, [string]$name, [string]$content) {
       Write-WfToken 'op' $i 'unchanged'; return
     }
     [System.IO.File]::WriteAllBytes($tmp, [Convert]::FromBase64String($content))
-    if ([System.IO.File]::Exists($target)) { [System.IO.File]::Replace($tmp, $target, [NullString]::Value) } else { [System.IO.File]::Move($tmp, $target) }
+    if ([System.IO.File]::Exists($target)) {
+      $old = $target + '.winfleet-old'
+      [System.IO.File]::Replace($tmp, $target, $old)
+      [System.IO.File]::Delete($old)
+    } else { [System.IO.File]::Move($tmp, $target) }
     Write-WfToken 'op' $i 'applied'
   } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
 }
@@ -109,14 +112,12 @@ function Set-WfEnvironment($i, [string]$name, $value) {
   try {
     $key = [Microsoft.Win32.Registry]::LocalMachine.OpenSubKey($envKeyPath, $true)
     $cur = $key.GetValue($name, $null, $raw)
-    if ($null -eq $value) {
-      if ($null -eq $cur) { Write-WfToken 'op' $i 'unchanged'; return }
-      $key.DeleteValue($name)
-    } else {
-      if ($cur -is [string] -and $cur -ceq $value) { Write-WfToken 'op' $i 'unchanged'; return }
-      $key.SetValue($name, [string]$value, [Microsoft.Win32.RegistryValueKind]::String)
-    }
-    $state.owed = $true
+    if ($null -eq $value -and $null -eq $cur) { Write-WfToken 'op' $i 'unchanged'; return }
+    if ($null -ne $value -and $cur -is [string] -and $cur -ceq $value) { Write-WfToken 'op' $i 'unchanged'; return }
+    # The reboot is owed before the value changes: a script cut off after
+    # the change must not lose it.
+    [void][Microsoft.Win32.Registry]::LocalMachine.CreateSubKey('SOFTWARE\winfleet\RebootOwed', [Microsoft.Win32.RegistryKeyPermissionCheck]::ReadWriteSubTree, [Microsoft.Win32.RegistryOptions]::Volatile)
+    if ($null -eq $value) { $key.DeleteValue($name) } else { $key.SetValue($name, [string]$value, [Microsoft.Win32.RegistryValueKind]::String) }
     Write-WfToken 'op' $i 'applied'
   } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
 }
@@ -148,13 +149,7 @@ function Set-WfEnvironment($i, [string]$name, $value) {
             Change::UnsetEnv { name, .. } => writeln!(s, "Set-WfEnvironment {i} '{name}' $null"),
         };
     }
-    s.push_str(
-        r#"if ($state.owed) {
-  [void][Microsoft.Win32.Registry]::LocalMachine.CreateSubKey('SOFTWARE\winfleet\RebootOwed', [Microsoft.Win32.RegistryKeyPermissionCheck]::ReadWriteSubTree, [Microsoft.Win32.RegistryOptions]::Volatile)
-}
-Write-WfToken 'end'
-"#,
-    );
+    s.push_str("Write-WfToken 'end'\n");
     s
 }
 

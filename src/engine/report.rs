@@ -190,7 +190,7 @@ pub fn summary(reports: &[NodeReport], dry_run: bool) -> String {
         reports.iter().filter(|r| matches!(&r.result, NodeResult::Done { reboot_required: true, .. })).count();
     let reboots = if reboots > 0 { format!(" ({reboots} owe a reboot)") } else { String::new() };
     let total = totals(reports);
-    let in_sync = reports.len() - failed - changed;
+    let in_sync = reports.len().saturating_sub(failed + changed);
     if dry_run {
         format!(
             "Dry run: {} node(s): {in_sync} in sync, {changed} with changes ({} operation(s)), {failed} failed{reboots}.",
@@ -203,7 +203,7 @@ pub fn summary(reports: &[NodeReport], dry_run: bool) -> String {
             reports.len(),
             total.applied,
             total.unchanged,
-            total.failed - failed
+            total.failed.saturating_sub(failed)
         )
     }
 }

@@ -136,12 +136,13 @@ pub fn node_path(shell: Shell, dir: &str, parts: &[&str]) -> String {
 /// An environment value as it may be displayed: a password in a proxy URL
 /// (`http://user:password@proxy:3128`) is replaced by `<redacted>`.
 pub fn display_env_value(value: &str) -> String {
-    let Some(scheme_end) = value.find("://").map(|i| i + 3) else { return value.to_owned() };
-    let authority_end = value[scheme_end..].find('/').map_or(value.len(), |i| scheme_end + i);
-    let authority = &value[scheme_end..authority_end];
-    let Some(at) = authority.rfind('@') else { return value.to_owned() };
-    let Some(colon) = authority[..at].find(':') else { return value.to_owned() };
-    format!("{}{}<redacted>{}", &value[..scheme_end], &authority[..=colon], &value[scheme_end + at..])
+    // Not only clean URLs: a value read from a node may lack the scheme or
+    // hold a `/` in the password; everything up to the last `@` is userinfo.
+    let start = value.find("://").map_or(0, |i| i + 3);
+    let Some(at) = value.rfind('@').filter(|&at| at >= start) else { return value.to_owned() };
+    let userinfo = &value[start..at];
+    let Some(colon) = userinfo.find(':') else { return value.to_owned() };
+    format!("{}{}<redacted>{}", &value[..start], &userinfo[..=colon], &value[at..])
 }
 
 #[cfg(test)]
@@ -152,6 +153,8 @@ mod tests {
         assert_eq!(display_env_value("http://u@proxy:3128"), "http://u@proxy:3128");
         assert_eq!(display_env_value("http://proxy:3128"), "http://proxy:3128");
         assert_eq!(display_env_value(".svc,10.0.0.0/16"), ".svc,10.0.0.0/16");
+        assert_eq!(display_env_value("u:pw@proxy:3128"), "u:<redacted>@proxy:3128");
+        assert_eq!(display_env_value("http://u:p/w@proxy"), "http://u:<redacted>@proxy");
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! The live plan of one node: [`plan_node`] compares a [`NodeSpec`] with the
 //! [`NodeFacts`] observed this round and keeps only what differs. Pure.
 
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::desired::kinds::instances::Shell;
 use crate::node::facts::NodeFacts;
 use crate::node::{HOSTS_TOML, MANAGED_ENVIRONMENT, ManagedFile, NodeSpec, display_env_value, node_path};
 use crate::plan::Operation;
@@ -93,15 +96,26 @@ pub fn is_entry_name(name: &str) -> bool {
 /// directories that are not desired, environment variables whose value
 /// differs. Files first (by registry), then removals, then variables.
 pub fn plan_node<'a>(spec: &'a NodeSpec, facts: &'a NodeFacts) -> Vec<Change<'a>> {
+    // NTFS ignores case: on PowerShell nodes `Quay.io` and `quay.io` are
+    // one directory, which must be neither removed nor written twice.
+    let fold = |name: &str| match spec.shell {
+        Shell::Powershell => name.to_lowercase(),
+        Shell::Posix => name.to_owned(),
+    };
+    let observed: BTreeMap<String, Option<&str>> =
+        facts.registries.iter().map(|(name, sum)| (fold(name), sum.as_deref())).collect();
+    let desired: BTreeSet<String> = spec.registries.keys().map(|name| fold(name)).collect();
     let mut changes = Vec::new();
     for (registry, file) in &spec.registries {
-        let observed = facts.registries.get(registry).and_then(Option::as_deref);
+        let observed = observed.get(&fold(registry)).copied().flatten();
         if observed != Some(file.sha256()) {
             changes.push(Change::WriteFile { registry, file, observed });
         }
     }
     for registry in facts.registries.keys() {
-        if !spec.registries.contains_key(registry) && is_entry_name(registry) {
+        // A name that was not valid UTF-8 cannot be addressed again; leave it.
+        let addressable = is_entry_name(registry) && !registry.contains(char::REPLACEMENT_CHARACTER);
+        if !desired.contains(&fold(registry)) && addressable {
             changes.push(Change::RemoveRegistry { registry });
         }
     }
@@ -119,10 +133,7 @@ pub fn plan_node<'a>(spec: &'a NodeSpec, facts: &'a NodeFacts) -> Vec<Change<'a>
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeMap;
-
     use super::*;
-    use crate::desired::kinds::instances::Shell;
 
     fn spec() -> NodeSpec {
         NodeSpec {
@@ -177,5 +188,21 @@ mod tests {
             ]
         );
         assert!(changes[2].needs_reboot() && !changes[0].needs_reboot());
+    }
+
+    #[test]
+    fn windows_directory_names_ignore_case() {
+        let mut spec = spec();
+        spec.shell = Shell::Powershell;
+        spec.environment.clear();
+        let facts = NodeFacts {
+            registries: BTreeMap::from([
+                ("A.IO".to_owned(), Some(spec.registries["a.io"].sha256().to_owned())),
+                ("b.io".to_owned(), Some(spec.registries["b.io"].sha256().to_owned())),
+                ("bad\u{fffd}name".to_owned(), None),
+            ]),
+            ..NodeFacts::default()
+        };
+        assert_eq!(plan_node(&spec, &facts), Vec::new());
     }
 }

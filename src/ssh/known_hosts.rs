@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use hmac::{KeyInit, Mac};
-use russh::keys::{HashAlg, PublicKey};
+use russh::keys::{Algorithm, HashAlg, PublicKey};
 
 /// Why a host key was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -143,6 +143,34 @@ impl KnownHosts {
     }
 }
 
+impl KnownHosts {
+    /// The host key algorithms recorded for `host:port`, to offer first in
+    /// the key exchange (as OpenSSH does): a host recorded only with its
+    /// RSA or ECDSA key must not be asked for its Ed25519 key and then
+    /// refused for presenting it.
+    pub fn recorded_algorithms(&self, host: &str, port: u16) -> Vec<Algorithm> {
+        let name = host_name(host, port);
+        let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut algorithms = Vec::new();
+        for entry in entries.iter().filter(|e| e.marker == Marker::None && host_matches(&e.patterns, &name)) {
+            let found = match entry.key.algorithm() {
+                Algorithm::Rsa { .. } => vec![
+                    Algorithm::Rsa { hash: Some(HashAlg::Sha512) },
+                    Algorithm::Rsa { hash: Some(HashAlg::Sha256) },
+                    Algorithm::Rsa { hash: None },
+                ],
+                other => vec![other],
+            };
+            for algorithm in found {
+                if !algorithms.contains(&algorithm) {
+                    algorithms.push(algorithm);
+                }
+            }
+        }
+        algorithms
+    }
+}
+
 /// `SHA256:…` as OpenSSH prints it.
 pub fn fingerprint(key: &PublicKey) -> String {
     key.fingerprint(HashAlg::Sha256).to_string()
@@ -262,6 +290,8 @@ mod tests {
         assert_eq!(known.verify("node1", 22, &key(ED_A)), Ok(Accepted::Learned));
         assert_eq!(known.verify("node1", 22, &key(ED_A)), Ok(Accepted::Known));
         assert!(matches!(known.verify("node1", 22, &key(ED_B)), Err(HostKeyError::Mismatch { .. })));
+        assert_eq!(known.recorded_algorithms("node1", 22), vec![Algorithm::Ed25519]);
+        assert_eq!(known.recorded_algorithms("nobody", 22), Vec::new());
         let again = KnownHosts::load(&path, false).unwrap();
         assert_eq!(again.verify("node1", 22, &key(ED_A)), Ok(Accepted::Known));
         assert_eq!(std::fs::read_to_string(&path).unwrap(), format!("elsewhere {ED_B}\nnode1 {ED_A}\n"));

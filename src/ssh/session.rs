@@ -76,13 +76,26 @@ impl Session {
         known_hosts: &Arc<KnownHosts>,
         settings: &Settings,
     ) -> Result<Self, SshError> {
-        let config = Arc::new(client::Config {
+        let mut config = client::Config {
             keepalive_interval: Some(settings.keepalive),
             keepalive_max: 3,
             inactivity_timeout: None,
             nodelay: true,
             ..client::Config::default()
-        });
+        };
+        // Recorded key types first, the rest after: a host presents a
+        // recorded key when it has one, and any other key gets the clear
+        // mismatch message rather than a negotiation failure.
+        let mut order = known_hosts.recorded_algorithms(&target.address, target.port);
+        if !order.is_empty() {
+            for algorithm in config.preferred.key.iter() {
+                if !order.contains(algorithm) {
+                    order.push(algorithm.clone());
+                }
+            }
+            config.preferred.key = std::borrow::Cow::Owned(order);
+        }
+        let config = Arc::new(config);
         let stream = tokio::net::TcpStream::connect((target.address.as_str(), target.port))
             .await
             .map_err(|source| SshError::Connect { target: target.to_string(), source })?;

@@ -267,6 +267,19 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         self.start();
     }
 
+    /// Adds an RSA host key next to the Ed25519 one and restarts; returns
+    /// the known_hosts line that records only the RSA key.
+    pub fn add_rsa_host_key(&mut self) -> String {
+        self.stop();
+        let key = self.dir.join("host_rsa");
+        keygen(&key, &["-t", "rsa", "-b", "2048"]);
+        let config = fs::read_to_string(&self.config).expect("config");
+        fs::write(&self.config, format!("{config}HostKey {}\n", key.display())).expect("config");
+        self.start();
+        let public = fs::read_to_string(self.dir.join("host_rsa.pub")).expect("rsa pub");
+        format!("[{}]:{} {}\n", self.address, self.port, public.trim())
+    }
+
     /// A path in the node's home.
     pub fn path(&self, rel: &str) -> PathBuf {
         self.dir.join("home").join(rel)

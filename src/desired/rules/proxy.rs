@@ -43,21 +43,23 @@ pub fn environment(docs: &[Doc<Proxy>], diagnostics: &mut Vec<Diagnostic>) -> BT
 }
 
 fn check_url(value: &str, schemes: &[&str]) -> Result<(), String> {
+    // Messages show the URL with its password redacted.
+    let shown = crate::node::display_env_value(value);
     if value.chars().any(|c| c.is_whitespace() || c.is_control()) {
-        return Err(format!("proxy URL {value:?} contains white space or a control character"));
+        return Err(format!("proxy URL {shown:?} contains white space or a control character"));
     }
     if !value.contains("://") {
-        return Err(format!("proxy URL {value:?} has no scheme: write {}://{value}", schemes[0]));
+        return Err(format!("proxy URL {shown:?} has no scheme: write {}://{shown}", schemes[0]));
     }
-    let url = url::Url::parse(value).map_err(|e| format!("proxy URL {value:?} is not a valid URL: {e}"))?;
+    let url = url::Url::parse(value).map_err(|e| format!("proxy URL {shown:?} is not a valid URL: {e}"))?;
     if !schemes.contains(&url.scheme()) {
-        return Err(format!("proxy URL {value:?} must use {}, not {}", schemes.join(" or "), url.scheme()));
+        return Err(format!("proxy URL {shown:?} must use {}, not {}", schemes.join(" or "), url.scheme()));
     }
     if url.host_str().is_none_or(str::is_empty) {
-        return Err(format!("proxy URL {value:?} has no host"));
+        return Err(format!("proxy URL {shown:?} has no host"));
     }
     if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
-        return Err(format!("proxy URL {value:?} must be scheme://[user:password@]host[:port], without a path"));
+        return Err(format!("proxy URL {shown:?} must be scheme://[user:password@]host[:port], without a path"));
     }
     Ok(())
 }
