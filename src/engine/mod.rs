@@ -66,6 +66,7 @@ pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool) -> NodeReport
     };
     report.hostname = Some(facts.hostname.clone());
     report.os = Some(facts.os.clone());
+    report.services = facts.services.iter().map(|(name, state)| (name.clone(), state.to_string())).collect();
     let changes = plan_node(spec, &facts);
     let reboot_required = facts.reboot_pending || changes.iter().any(Change::needs_reboot);
     let in_sync = managed_items(spec)

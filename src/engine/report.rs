@@ -2,6 +2,7 @@
 //! JSON forms. Every value shown is redacted (operations carry display
 //! forms only).
 
+use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use serde::Serialize;
@@ -65,6 +66,9 @@ pub struct NodeReport {
     pub hostname: Option<String>,
     /// OS and build, once observed.
     pub os: Option<String>,
+    /// State of each observed service (`running`, `stopped`, `absent`, …).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub services: BTreeMap<String, String>,
     /// What happened.
     #[serde(flatten)]
     pub result: NodeResult,
@@ -87,7 +91,13 @@ pub struct Counts {
 impl NodeReport {
     /// A node not processed yet.
     pub fn new(address: &str) -> Self {
-        Self { address: address.to_owned(), hostname: None, os: None, result: NodeResult::Pending }
+        Self {
+            address: address.to_owned(),
+            hostname: None,
+            os: None,
+            services: BTreeMap::new(),
+            result: NodeResult::Pending,
+        }
     }
 
     /// Whether the node failed, or any of its operations did.
