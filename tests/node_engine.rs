@@ -97,12 +97,13 @@ fn yaml_str(s: &str) -> String {
 
 /// `winfleet apply --once` with the fleet's key and pinned host keys.
 fn apply(fleet: &TestFleet, repo: &Repo, extra: &[&str]) -> (i32, String, String) {
-    apply_with(fleet, repo, &fleet.key, extra)
+    apply_with(repo, &fleet.key, &fleet.known_hosts, extra)
 }
 
-fn apply_with(fleet: &TestFleet, repo: &Repo, key: &Path, extra: &[&str]) -> (i32, String, String) {
+/// `winfleet apply --once` with a given key and known_hosts file.
+fn apply_with(repo: &Repo, key: &Path, known_hosts: &Path, extra: &[&str]) -> (i32, String, String) {
     let mut args = vec!["apply", "--once", "--repo", repo.path(), "--ssh-key", path(key), "--known-hosts"];
-    args.push(path(&fleet.known_hosts));
+    args.push(path(known_hosts));
     args.extend_from_slice(extra);
     winfleet(&args)
 }
@@ -221,14 +222,14 @@ fn environment_variables_are_set_changed_and_unset_with_an_rsa_pem_key() {
     let drop_in = || node.read("systemd/90-winfleet-environment.conf").unwrap_or_default();
 
     repo.proxy("http://proxy.example.com:3128", ".svc");
-    let (code, out, err) = apply_with(&fleet, &repo, &fleet.rsa_key, &[]);
+    let (code, out, err) = apply_with(&repo, &fleet.rsa_key, &fleet.known_hosts, &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("+ environment HTTP_PROXY") || out.contains("~ environment HTTP_PROXY"), "{out}");
     assert!(out.contains("reboot required"), "{out}");
     assert!(drop_in().contains("\"HTTP_PROXY=http://proxy.example.com:3128\""));
 
     repo.proxy("http://other.example.com:8080", ".svc");
-    let (code, out, err) = apply_with(&fleet, &repo, &fleet.rsa_key, &[]);
+    let (code, out, err) = apply_with(&repo, &fleet.rsa_key, &fleet.known_hosts, &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(
         out.contains(
@@ -240,7 +241,7 @@ fn environment_variables_are_set_changed_and_unset_with_an_rsa_pem_key() {
     assert!(drop_in().contains("\"NO_PROXY=.svc\""));
 
     repo.remove("proxy.yaml");
-    let (code, out, err) = apply_with(&fleet, &repo, &fleet.rsa_key, &[]);
+    let (code, out, err) = apply_with(&repo, &fleet.rsa_key, &fleet.known_hosts, &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("- environment HTTP_PROXY"), "{out}");
     assert!(out.contains("- environment NO_PROXY"), "{out}");
@@ -285,12 +286,7 @@ fn trust_on_first_use_records_keys_then_enforces_them() {
     let repo = Repo::new(&fleet);
     repo.mirrors(&[QUAY]);
     let known = fleet.empty_known_hosts("tofu_known_hosts");
-    let run = |fleet: &TestFleet, extra: &[&str]| {
-        let mut args = vec!["apply", "--once", "--repo", repo.path(), "--ssh-key", path(&fleet.key)];
-        args.extend_from_slice(&["--known-hosts", path(&known)]);
-        args.extend_from_slice(extra);
-        winfleet(&args)
-    };
+    let run = |fleet: &TestFleet, extra: &[&str]| apply_with(&repo, &fleet.key, &known, extra);
     let (code, out, _) = run(&fleet, &[]);
     assert_eq!(code, 1);
     assert!(out.contains("is not in") && out.contains("--trust-on-first-use"), "{out}");
@@ -314,16 +310,7 @@ fn a_host_recorded_only_by_its_rsa_key_is_asked_for_that_key() {
     let line = fleet.nodes[0].add_rsa_host_key();
     let known = fleet.empty_known_hosts("rsa_known_hosts");
     fs::write(&known, line).unwrap();
-    let (code, out, err) = winfleet(&[
-        "apply",
-        "--once",
-        "--repo",
-        repo.path(),
-        "--ssh-key",
-        path(&fleet.key),
-        "--known-hosts",
-        path(&known),
-    ]);
+    let (code, out, err) = apply_with(&repo, &fleet.key, &known, &[]);
     assert_eq!(code, 0, "{out}{err}");
 }
 

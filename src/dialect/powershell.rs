@@ -19,9 +19,6 @@
 
 use std::fmt::Write;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
-
 use super::{Script, b64};
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION};
 use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
@@ -158,7 +155,7 @@ function Set-WfEnvironment($i, [string]$name, $value) {
 pub fn wrap(script: &str) -> String {
     format!(
         "& ([ScriptBlock]::Create([Text.Encoding]::UTF8.GetString([Convert]::FromBase64String('{}'))))\r\n",
-        STANDARD.encode(script.as_bytes())
+        b64(script)
     )
 }
 

@@ -11,10 +11,10 @@ use futures::StreamExt;
 
 use crate::desired::model::Instance;
 use crate::dialect;
+use crate::node::NodeSpec;
 use crate::node::facts::{NodeFacts, parse_facts};
 use crate::node::outcome::parse_outcomes;
-use crate::node::plan::{Change, plan_node};
-use crate::node::{MANAGED_ENVIRONMENT, NodeSpec};
+use crate::node::plan::{self, plan_node};
 use crate::ssh::{Output, Pool, Target};
 use report::{NodeReport, NodeResult, OpReport, Stage};
 
@@ -68,9 +68,8 @@ pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool) -> NodeReport
     report.os = Some(facts.os.clone());
     report.services = facts.services.iter().map(|(name, state)| (name.clone(), state.to_string())).collect();
     let changes = plan_node(spec, &facts);
-    let reboot_required = facts.reboot_pending || changes.iter().any(Change::needs_reboot);
-    let in_sync = managed_items(spec)
-        .saturating_sub(changes.iter().filter(|c| !matches!(c, Change::RemoveRegistry { .. })).count());
+    let reboot_required = plan::reboot_required(&facts, &changes);
+    let in_sync = plan::in_sync(spec, &changes);
     let mut operations: Vec<OpReport> =
         changes.iter().map(|c| OpReport { operation: c.operation(spec), outcome: None }).collect();
     if !dry_run && !changes.is_empty() {
@@ -102,11 +101,6 @@ pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool) -> NodeReport
 async fn observe(pool: &Pool, target: &Target, spec: &NodeSpec) -> Result<NodeFacts, String> {
     let output = pool.run(target, &dialect::observe(spec), true).await.map_err(|e| e.to_string())?;
     parse_facts(&output.stdout).map_err(|e| explain(&e.to_string(), &output))
-}
-
-/// Files and variables winfleet manages on a node.
-fn managed_items(spec: &NodeSpec) -> usize {
-    spec.registries.len() + MANAGED_ENVIRONMENT.len()
 }
 
 /// A report error with what the node said on stderr and its exit status.

@@ -8,7 +8,7 @@ use std::fmt::Write;
 use serde::Serialize;
 
 use crate::node::outcome::Outcome;
-use crate::plan::{FORMAT_VERSION, Operation, short};
+use crate::plan::{FORMAT_VERSION, Operation};
 
 /// Where a node failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -239,9 +239,4 @@ pub fn render_json(reports: &[NodeReport], dry_run: bool) -> String {
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');
     text
-}
-
-/// A short revision for headers.
-pub fn revision(rev: Option<&str>) -> String {
-    short(rev)
 }

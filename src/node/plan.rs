@@ -55,15 +55,7 @@ impl Change<'_> {
             Change::WriteFile { registry, file, observed } => {
                 let path = node_path(spec.shell, &spec.registries_dir, &[registry, HOSTS_TOML]);
                 let diff = match observed {
-                    None => {
-                        let mut diff = format!("--- absent\n+++ desired: {path}\n");
-                        for line in file.display().lines() {
-                            diff.push('+');
-                            diff.push_str(line);
-                            diff.push('\n');
-                        }
-                        diff
-                    }
+                    None => crate::plan::unified_diff("node: absent", &format!("desired: {path}"), "", file.display()),
                     Some(sum) => format!("sha256 {} on the node, {} desired\n", short(sum), short(file.sha256())),
                 };
                 Operation::WriteFile { path, created: observed.is_none(), diff }
@@ -85,6 +77,23 @@ impl Change<'_> {
 
 fn short(sum: &str) -> &str {
     sum.get(..12).unwrap_or(sum)
+}
+
+/// Files and variables winfleet manages on a node.
+fn managed_items(spec: &NodeSpec) -> usize {
+    spec.registries.len() + MANAGED_ENVIRONMENT.len()
+}
+
+/// Managed files and variables that already have their desired value.
+pub fn in_sync(spec: &NodeSpec, changes: &[Change<'_>]) -> usize {
+    let touched = changes.iter().filter(|c| !matches!(c, Change::RemoveRegistry { .. })).count();
+    managed_items(spec).saturating_sub(touched)
+}
+
+/// Whether the node needs a safe reboot: a change it gets now, or one it
+/// got earlier and has not rebooted for.
+pub fn reboot_required(facts: &NodeFacts, changes: &[Change<'_>]) -> bool {
+    facts.reboot_pending || changes.iter().any(Change::needs_reboot)
 }
 
 /// Whether `name` is one plain directory entry (never `..` or a path).

@@ -213,6 +213,15 @@ pub fn short(revision: Option<&str>) -> String {
     revision.map_or_else(|| "working tree".to_owned(), |r| r.chars().take(12).collect())
 }
 
+/// A unified diff of two displayed (redacted) texts, as plans show files.
+pub fn unified_diff(old_label: &str, new_label: &str, before: &str, after: &str) -> String {
+    similar::TextDiff::from_lines(before, after)
+        .unified_diff()
+        .context_radius(3)
+        .header(old_label, new_label)
+        .to_string()
+}
+
 /// JSON value as shown in plans: strings bare, everything else as JSON.
 pub fn show_value(value: &Value) -> String {
     match value {

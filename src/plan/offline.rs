@@ -8,8 +8,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use similar::TextDiff;
-
 use super::{
     InstanceChanges, InstanceSummary, InstanceUpdate, MachineSetAction, MachineSetChange, NodeGroup, Operation, Plan,
     SettingChange, fields,
@@ -164,11 +162,7 @@ pub fn operations(base: Option<&NodeSpec>, head: Option<&NodeSpec>) -> Vec<Opera
 }
 
 fn unified(path: &str, before: &str, after: &str) -> String {
-    TextDiff::from_lines(before, after)
-        .unified_diff()
-        .context_radius(3)
-        .header(&format!("base: {path}"), &format!("head: {path}"))
-        .to_string()
+    super::unified_diff(&format!("base: {path}"), &format!("head: {path}"), before, after)
 }
 
 fn machine_set_changes(base: Option<&Desired>, head: &Desired) -> Vec<MachineSetChange> {

@@ -156,11 +156,6 @@ impl Pool {
         Self { key: Arc::new(key), known_hosts: Arc::new(known_hosts), settings, sessions: Mutex::new(HashMap::new()) }
     }
 
-    /// The transport settings.
-    pub fn settings(&self) -> &Settings {
-        &self.settings
-    }
-
     /// Runs `script` on `target`. When `idempotent` (observation), a
     /// transient failure is retried on a fresh connection; an apply is never
     /// re-sent within a round (the next round re-observes instead).
