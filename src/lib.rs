@@ -28,6 +28,7 @@
 //! The cluster side and the daemon's report stage come next; they plug into
 //! the same data.
 
+pub mod cluster;
 pub mod desired;
 pub mod diagnostic;
 pub mod dialect;

@@ -379,6 +379,7 @@ fn the_posix_dialect_carries_any_bytes_exactly() {
         port: node.port,
         shell: Shell::Posix,
         labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
         taints: Vec::new(),
         origin: "test".into(),
         spec: std::sync::Arc::new(spec.clone()),

@@ -42,6 +42,8 @@ pub struct Instance {
     pub shell: Shell,
     /// Node labels winfleet manages.
     pub labels: BTreeMap<String, String>,
+    /// Node annotations winfleet manages.
+    pub annotations: BTreeMap<String, String>,
     /// Node taints winfleet manages.
     pub taints: Vec<Taint>,
     /// The file that lists it.
@@ -59,6 +61,9 @@ pub struct MachineSetDesired {
     pub namespace: String,
     /// Replicas, when set.
     pub replicas: Option<i64>,
+    /// Whether an existing MachineSet of that name that winfleet does not
+    /// manage may be taken over (`winfleet.io/adopt: "true"`).
+    pub adopt: bool,
     /// The whole object, namespace filled in, as it will be applied.
     pub object: Value,
     /// The file that holds it.

@@ -60,6 +60,18 @@ pub fn apply(spec: &NodeSpec, facts: &NodeFacts, changes: &[Change<'_>]) -> Scri
     }
 }
 
+/// The reboot command: `Restart-Computer -Force` on Windows (WMCO's),
+/// `systemctl reboot` on posix. It returns at once; the connection drops
+/// when the node goes down.
+pub fn reboot(shell: Shell) -> Script {
+    match shell {
+        Shell::Posix => Script { command: posix::COMMAND, input: "exec systemctl reboot\n".into() },
+        Shell::Powershell => {
+            Script { command: powershell::COMMAND, input: powershell::wrap("Restart-Computer -Force") }
+        }
+    }
+}
+
 /// Base64 of a value, the only form repository values take in a script.
 pub(crate) fn b64(value: &str) -> String {
     STANDARD.encode(value.as_bytes())

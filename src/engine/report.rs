@@ -181,7 +181,7 @@ pub fn render_text(reports: &[NodeReport], dry_run: bool) -> String {
         if *reboot_required {
             let _ = writeln!(
                 out,
-                "    ! reboot required: environment changes take effect after a safe reboot (cordon, drain, reboot), which comes with the cluster side; until then, reboot the node yourself"
+                "    ! reboot owed: environment changes take effect after a safe reboot (cordon, drain, reboot, uncordon)"
             );
         }
     }

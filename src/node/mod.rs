@@ -44,6 +44,39 @@ pub struct NodeSpec {
     pub services: Vec<String>,
 }
 
+impl NodeSpec {
+    /// This spec with the cluster's own no-proxy entries (the cluster
+    /// Proxy's `status.noProxy`) appended to `NO_PROXY` where the
+    /// repository's list lacks them (WMCO-SPEC decision 8), so that
+    /// cluster-internal traffic never goes through the proxy. `None` when
+    /// nothing changes, or when the repository sets no proxy at all.
+    pub fn with_cluster_no_proxy(&self, cluster: &str) -> Option<NodeSpec> {
+        if !self.environment.contains_key("HTTP_PROXY") && !self.environment.contains_key("HTTPS_PROXY") {
+            return None;
+        }
+        let current = self.environment.get("NO_PROXY").map_or("", String::as_str);
+        let have: Vec<String> = current.split(',').map(|e| e.trim().to_ascii_lowercase()).collect();
+        let mut entries: Vec<&str> = current.split(',').map(str::trim).filter(|e| !e.is_empty()).collect();
+        let before = entries.len();
+        for entry in cluster.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+            if !have.contains(&entry.to_ascii_lowercase()) && !entries.contains(&entry) {
+                entries.push(entry);
+            }
+        }
+        if entries.len() == before {
+            return None;
+        }
+        let mut spec = self.clone();
+        let merged = if current.trim().is_empty() {
+            entries.join(",")
+        } else {
+            format!("{},{}", current.trim_end_matches(','), entries[before..].join(","))
+        };
+        spec.environment.insert("NO_PROXY".into(), merged);
+        Some(spec)
+    }
+}
+
 /// The systemd drop-in that carries the proxy variables on posix nodes.
 pub const ENVIRONMENT_DROP_IN: &str = "90-winfleet-environment.conf";
 
@@ -155,6 +188,26 @@ mod tests {
         assert_eq!(display_env_value(".svc,10.0.0.0/16"), ".svc,10.0.0.0/16");
         assert_eq!(display_env_value("u:pw@proxy:3128"), "u:<redacted>@proxy:3128");
         assert_eq!(display_env_value("http://u:p/w@proxy"), "http://u:<redacted>@proxy");
+    }
+
+    #[test]
+    fn cluster_no_proxy_entries_are_appended_once_and_only_with_a_proxy() {
+        let mut spec = NodeSpec {
+            shell: Shell::Posix,
+            registries_dir: "r".into(),
+            registries: BTreeMap::new(),
+            environment: BTreeMap::new(),
+            environment_dir: None,
+            services: Vec::new(),
+        };
+        assert_eq!(spec.with_cluster_no_proxy(".cluster.local,10.0.0.0/16"), None, "no proxy, nothing to add");
+        spec.environment.insert("HTTP_PROXY".into(), "http://proxy:3128".into());
+        spec.environment.insert("NO_PROXY".into(), "example.com,.CLUSTER.local".into());
+        let merged = spec.with_cluster_no_proxy(".cluster.local, 10.0.0.0/16,,example.com,api-int.x").unwrap();
+        assert_eq!(merged.environment["NO_PROXY"], "example.com,.CLUSTER.local,10.0.0.0/16,api-int.x");
+        assert_eq!(merged.with_cluster_no_proxy(".cluster.local,10.0.0.0/16"), None);
+        spec.environment.remove("NO_PROXY");
+        assert_eq!(spec.with_cluster_no_proxy("a,b").unwrap().environment["NO_PROXY"], "a,b");
     }
 
     #[test]

@@ -71,6 +71,10 @@ fn setting_changes(b: &Instance, h: &Instance) -> Vec<SettingChange> {
     for key in keys {
         push(format!("labels/{key}"), b.labels.get(key).cloned(), h.labels.get(key).cloned());
     }
+    let keys: BTreeSet<&String> = b.annotations.keys().chain(h.annotations.keys()).collect();
+    for key in keys {
+        push(format!("annotations/{key}"), b.annotations.get(key).cloned(), h.annotations.get(key).cloned());
+    }
     let taint_map = |i: &Instance| -> BTreeMap<String, String> {
         i.taints.iter().map(|t| (format!("{}:{:?}", t.key, t.effect), t.value.clone())).collect()
     };

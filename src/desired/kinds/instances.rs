@@ -48,6 +48,9 @@ pub struct InstanceEntry {
     /// Node labels winfleet manages.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Node annotations winfleet manages.
+    #[serde(default)]
+    pub annotations: BTreeMap<String, String>,
     /// Node taints winfleet manages.
     #[serde(default)]
     pub taints: Vec<Taint>,

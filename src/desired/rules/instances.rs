@@ -24,6 +24,8 @@ pub struct Draft {
     pub shell: Shell,
     /// Managed labels.
     pub labels: BTreeMap<String, String>,
+    /// Managed annotations.
+    pub annotations: BTreeMap<String, String>,
     /// Managed taints.
     pub taints: Vec<Taint>,
     /// File that lists it.
@@ -74,6 +76,7 @@ pub fn collect(
                     port: fleet.default_port,
                     shell: fleet.default_shell,
                     labels: BTreeMap::new(),
+                    annotations: BTreeMap::new(),
                     taints: Vec::new(),
                     origin: doc.path.clone(),
                 });
@@ -101,6 +104,9 @@ pub fn collect(
             if !entry.labels.is_empty() {
                 check_labels(doc, &at(), &entry.labels, diagnostics);
             }
+            if !entry.annotations.is_empty() {
+                check_annotations(doc, &at(), &entry.annotations, diagnostics);
+            }
             if !entry.taints.is_empty() {
                 check_taints(doc, &at(), &entry.taints, diagnostics);
             }
@@ -111,6 +117,7 @@ pub fn collect(
                     port,
                     shell: entry.shell.unwrap_or(fleet.default_shell),
                     labels: entry.labels.clone(),
+                    annotations: entry.annotations.clone(),
                     taints: entry.taints.clone(),
                     origin: doc.path.clone(),
                 });
@@ -165,6 +172,30 @@ fn check_labels<T>(doc: &Doc<T>, at: &str, labels: &BTreeMap<String, String>, di
             diagnostics.push(doc.error(pointer, format!("label {reason}")));
         }
     }
+}
+
+fn check_annotations<T>(
+    doc: &Doc<T>,
+    at: &str,
+    annotations: &BTreeMap<String, String>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
+    for key in annotations.keys() {
+        let pointer = child(&format!("{at}/annotations"), key);
+        if let Err(reason) = check_label_key(key) {
+            diagnostics.push(doc.error(pointer, format!("annotation {reason}")));
+        } else if is_reserved(key) {
+            diagnostics.push(doc.error(
+                pointer,
+                format!("annotation {key} is kept by winfleet or WMCO itself and cannot be set from the repository"),
+            ));
+        }
+    }
+}
+
+/// Annotation prefixes winfleet and WMCO write themselves.
+fn is_reserved(key: &str) -> bool {
+    key.starts_with("winfleet.io/") || key.starts_with("windowsmachineconfig.openshift.io/")
 }
 
 fn check_taints<T>(doc: &Doc<T>, at: &str, taints: &[Taint], diagnostics: &mut Vec<Diagnostic>) {

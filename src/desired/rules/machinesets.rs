@@ -14,6 +14,10 @@ use crate::diagnostic::{Diagnostic, child};
 /// The namespace of Machine API objects.
 pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
 
+/// Marks a repository MachineSet whose existing, unmanaged namesake in the
+/// cluster winfleet may take over.
+pub const ADOPT_ANNOTATION: &str = "winfleet.io/adopt";
+
 /// The user-data secret WMCO maintains (WMCO-SPEC 5).
 pub const USER_DATA_SECRET: &str = "windows-user-data";
 
@@ -82,6 +86,7 @@ pub fn collect(docs: &[Doc<MachineSet>], diagnostics: &mut Vec<Diagnostic>) -> B
                 name: name.clone(),
                 namespace: MACHINE_API_NAMESPACE.into(),
                 replicas: ms.spec.replicas,
+                adopt: ms.metadata.annotations.get(ADOPT_ANNOTATION).is_some_and(|v| v == "true"),
                 object,
                 origin: doc.path.clone(),
             },

@@ -43,6 +43,7 @@ pub fn check(docs: Documents, options: LoadOptions<'_>, diagnostics: &mut Vec<Di
                 port: d.port,
                 shell: d.shell,
                 labels: d.labels,
+                annotations: d.annotations,
                 taints: d.taints,
                 origin: d.origin,
                 spec,

@@ -1,0 +1,217 @@
+//! The cluster plan (pure) and its application: every write first sent with
+//! `dryRun=All`; any rejection aborts the cluster part of the round before
+//! anything is written. Then each write for real, with an Event for each
+//! change and failure. A failing write never stops the others.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use serde::Serialize;
+
+use super::associate::Association;
+use super::events::{Events, Reason, Regarding};
+use super::machinesets::{MachineSetStep, plan_machine_sets};
+use super::metadata::{NodeMetadataPlan, plan_node_metadata};
+use super::observe::machine_set_resource;
+use super::{ClusterFacts, FIELD_MANAGER, MACHINE_API_NAMESPACE};
+use crate::desired::model::{Instance, MachineSetDesired};
+use crate::node::outcome::Outcome;
+
+/// Everything the cluster part of a round would write.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ClusterPlan {
+    /// MachineSet steps, by name.
+    pub machine_sets: Vec<MachineSetStep>,
+    /// Node metadata patches, by node name.
+    pub nodes: Vec<NodeMetadataPlan>,
+}
+
+impl ClusterPlan {
+    /// Whether anything would be written (conflicts are reported, not written).
+    pub fn has_writes(&self) -> bool {
+        !self.nodes.is_empty() || self.machine_sets.iter().any(|s| !matches!(s, MachineSetStep::Conflict { .. }))
+    }
+}
+
+/// Plans the cluster side. Pure.
+pub fn plan<'a>(
+    instances: impl IntoIterator<Item = &'a Instance>,
+    machine_sets: &BTreeMap<String, MachineSetDesired>,
+    facts: &ClusterFacts,
+    associations: &BTreeMap<String, Association>,
+) -> ClusterPlan {
+    let mut nodes: Vec<NodeMetadataPlan> = instances
+        .into_iter()
+        .filter_map(|instance| {
+            let node = facts.nodes.get(associations.get(&instance.address)?.node()?)?;
+            plan_node_metadata(instance, node)
+        })
+        .collect();
+    nodes.sort_by(|a, b| a.node.cmp(&b.node));
+    ClusterPlan { machine_sets: plan_machine_sets(machine_sets, &facts.machine_sets), nodes }
+}
+
+/// The outcome of one cluster write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteReport {
+    /// `MachineSet/<name>` or `Node/<name>`.
+    pub target: String,
+    /// Applied or failed with the API's words.
+    #[serde(flatten)]
+    pub outcome: Outcome,
+}
+
+enum Write<'p> {
+    MachineSet(&'p MachineSetStep),
+    Node(&'p NodeMetadataPlan),
+}
+
+impl Write<'_> {
+    fn target(&self) -> String {
+        match self {
+            Write::MachineSet(step) => format!("MachineSet/{}", step.name()),
+            Write::Node(plan) => format!("Node/{}", plan.node),
+        }
+    }
+}
+
+fn writes(plan: &ClusterPlan) -> Vec<Write<'_>> {
+    let sets = plan.machine_sets.iter().filter(|s| !matches!(s, MachineSetStep::Conflict { .. }));
+    sets.map(Write::MachineSet).chain(plan.nodes.iter().map(Write::Node)).collect()
+}
+
+/// The API's words for a failed request.
+pub fn api_error(e: &kube::Error) -> String {
+    match e {
+        kube::Error::Api(status) => format!("{} {}: {}", status.code, status.reason, status.message),
+        other => other.to_string(),
+    }
+}
+
+async fn send(client: &Client, write: &Write<'_>, dry_run: bool) -> Result<(), kube::Error> {
+    match write {
+        Write::MachineSet(MachineSetStep::Apply { change, object }) => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), MACHINE_API_NAMESPACE, &machine_set_resource());
+            let mut params = PatchParams::apply(FIELD_MANAGER).force();
+            params.dry_run = dry_run;
+            api.patch(&change.name, &params, &Patch::Apply(object)).await.map(drop)
+        }
+        Write::MachineSet(MachineSetStep::Delete { change, uid }) => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), MACHINE_API_NAMESPACE, &machine_set_resource());
+            let params = DeleteParams {
+                dry_run,
+                preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
+                ..DeleteParams::default()
+            };
+            api.delete(&change.name, &params).await.map(drop)
+        }
+        Write::MachineSet(MachineSetStep::Conflict { .. }) => Ok(()),
+        Write::Node(plan) => {
+            let api: Api<Node> = Api::all(client.clone());
+            let params = PatchParams { dry_run, field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+            api.patch(&plan.node, &params, &Patch::Merge(&plan.patch)).await.map(drop)
+        }
+    }
+}
+
+/// Sends every write with `dryRun=All`; returns the rejections (empty:
+/// the plan may be written).
+pub async fn dry_run(client: &Client, plan: &ClusterPlan) -> Vec<WriteReport> {
+    let writes = writes(plan);
+    let results = futures::future::join_all(writes.iter().map(|w| send(client, w, true))).await;
+    writes
+        .iter()
+        .zip(results)
+        .filter_map(|(w, r)| {
+            r.err().map(|e| WriteReport { target: w.target(), outcome: Outcome::Failed(api_error(&e)) })
+        })
+        .collect()
+}
+
+/// Writes the plan (after a clean dry run), one Event per change or failure.
+pub async fn write(client: &Client, events: &Events, plan: &ClusterPlan, facts: &ClusterFacts) -> Vec<WriteReport> {
+    let mut reports = Vec::new();
+    for step in &plan.machine_sets {
+        if let MachineSetStep::Conflict { name, reason } = step {
+            let uid = uid_of(facts, name);
+            events.publish(Regarding::MachineSet(name, &uid), Reason::MachineSetConflict, reason.clone()).await;
+        }
+    }
+    for write in writes(plan) {
+        let target = write.target();
+        let result = send(client, &write, false).await;
+        let outcome = match &result {
+            Ok(()) => Outcome::Applied,
+            Err(e) => Outcome::Failed(api_error(e)),
+        };
+        match write {
+            Write::MachineSet(step) => {
+                let name = step.name();
+                let uid = uid_of(facts, name);
+                let (reason, note) = match (step, &outcome) {
+                    (_, Outcome::Failed(e)) => {
+                        (Reason::MachineSetFailed, format!("cannot write MachineSet {name}: {e}"))
+                    }
+                    (MachineSetStep::Delete { .. }, _) => {
+                        (Reason::MachineSetDeleted, format!("deleted MachineSet {name}: it left the repository"))
+                    }
+                    (MachineSetStep::Apply { change, .. }, _) => {
+                        let what = crate::plan::replicas_text(change, "->").unwrap_or_default();
+                        match change.action {
+                            crate::plan::MachineSetAction::Create => {
+                                (Reason::MachineSetCreated, format!("created MachineSet {name} {what}"))
+                            }
+                            _ => (
+                                Reason::MachineSetUpdated,
+                                format!("updated {} field(s) of MachineSet {name} {what}", change.fields.len()),
+                            ),
+                        }
+                    }
+                    (MachineSetStep::Conflict { .. }, _) => continue,
+                };
+                events.publish(Regarding::MachineSet(name, &uid), reason, note.trim_end().to_owned()).await;
+            }
+            Write::Node(plan) => {
+                let uid = facts.nodes.get(&plan.node).map(|n| n.uid.clone()).unwrap_or_default();
+                let (reason, note) = match &outcome {
+                    Outcome::Failed(e) => (Reason::NodeMetadataFailed, format!("cannot update Node metadata: {e}")),
+                    _ => (Reason::NodeMetadataUpdated, metadata_note(plan)),
+                };
+                events.publish(Regarding::Node(&plan.node, &uid), reason, note).await;
+            }
+        }
+        reports.push(WriteReport { target, outcome });
+    }
+    reports
+}
+
+fn uid_of(facts: &ClusterFacts, name: &str) -> String {
+    facts
+        .machine_sets
+        .get(name)
+        .and_then(|o| o.pointer("/metadata/uid"))
+        .and_then(serde_json::Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn metadata_note(plan: &NodeMetadataPlan) -> String {
+    let changes: Vec<String> = plan
+        .changes
+        .iter()
+        .map(|c| match &c.to {
+            Some(v) => format!("{}={v}", c.setting),
+            None => format!("{} removed", c.setting),
+        })
+        .collect();
+    if changes.is_empty() {
+        format!("recorded the keys winfleet manages for instance {}", plan.instance)
+    } else {
+        format!("instance {}: {}", plan.instance, changes.join(", "))
+    }
+}

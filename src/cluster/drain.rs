@@ -1,0 +1,111 @@
+//! Draining a cordoned node through the Eviction API, so that
+//! PodDisruptionBudgets are honoured: DaemonSet pods, mirror pods and
+//! finished pods stay; a blocked eviction (429) is retried and reported until
+//! the drain timeout; an evicted pod counts as gone when the API no longer
+//! has it.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+use kube::api::{Api, EvictParams, ListParams};
+use tokio::time::Instant;
+
+use super::apply::api_error;
+use super::events::{Events, Reason, Regarding};
+
+/// How a drain runs.
+#[derive(Clone, Copy, Debug)]
+pub struct DrainOptions {
+    /// Give up after this long.
+    pub timeout: Duration,
+    /// Wait between attempts while pods remain.
+    pub retry: Duration,
+}
+
+/// Whether a pod is left on the node by a drain.
+fn stays(pod: &Pod) -> bool {
+    let daemon_set = pod
+        .metadata
+        .owner_references
+        .as_ref()
+        .is_some_and(|o| o.iter().any(|o| o.kind == "DaemonSet" && o.controller == Some(true)));
+    let mirror = pod.metadata.annotations.as_ref().is_some_and(|a| a.contains_key("kubernetes.io/config.mirror"));
+    let finished =
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()).is_some_and(|p| p == "Succeeded" || p == "Failed");
+    daemon_set || mirror || finished
+}
+
+fn pod_name(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or_default(),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// Evicts every pod that must leave `node`; returns how many were evicted.
+pub async fn drain(
+    client: &Client,
+    events: &Events,
+    node: (&str, &str),
+    options: DrainOptions,
+) -> Result<usize, String> {
+    let (name, uid) = node;
+    let deadline = Instant::now() + options.timeout;
+    let on_node = ListParams::default().fields(&format!("spec.nodeName={name}"));
+    let all: Api<Pod> = Api::all(client.clone());
+    let mut evicted: BTreeSet<String> = BTreeSet::new();
+    let mut reported_blocked: BTreeSet<String> = BTreeSet::new();
+    loop {
+        let pods = all.list(&on_node).await.map_err(|e| format!("cannot list the node's pods: {}", api_error(&e)))?;
+        let remaining: Vec<&Pod> = pods.items.iter().filter(|p| !stays(p)).collect();
+        if remaining.is_empty() {
+            return Ok(evicted.len());
+        }
+        let mut blocked = Vec::new();
+        for pod in &remaining {
+            let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+            if evicted.contains(&pod_uid) || pod.metadata.deletion_timestamp.is_some() {
+                continue;
+            }
+            let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
+            let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+            match api.evict(pod.metadata.name.as_deref().unwrap_or_default(), &EvictParams::default()).await {
+                Ok(_) => {
+                    evicted.insert(pod_uid);
+                }
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(kube::Error::Api(e)) if e.code == 429 => {
+                    let why = format!("eviction of pod {} is blocked: {}", pod_name(pod), e.message);
+                    if reported_blocked.insert(pod_uid) {
+                        tracing::info!(node = name, "{why}; retrying");
+                        events
+                            .publish(Regarding::Node(name, uid), Reason::DrainBlocked, format!("{why}; retrying"))
+                            .await;
+                    }
+                    blocked.push(why);
+                }
+                Err(e) => return Err(format!("cannot evict pod {}: {}", pod_name(pod), api_error(&e))),
+            }
+        }
+        if Instant::now() >= deadline {
+            let left: Vec<String> = remaining.iter().map(|p| pod_name(p)).collect();
+            let mut reason = format!(
+                "drain timed out after {}s with {} pod(s) left: {}",
+                options.timeout.as_secs(),
+                left.len(),
+                left.join(", ")
+            );
+            if let Some(first) = blocked.first() {
+                reason.push_str(&format!(" ({first})"));
+            }
+            return Err(reason);
+        }
+        tokio::time::sleep(
+            options.retry.min(deadline.saturating_duration_since(Instant::now())).max(Duration::from_millis(1)),
+        )
+        .await;
+    }
+}

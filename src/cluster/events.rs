@@ -1,0 +1,142 @@
+//! Events on the affected Node or MachineSet for every applied change and
+//! failure (`events.k8s.io/v1`, through kube's Recorder). Reasons are stable
+//! strings (docs/cluster.md lists them); a failing event never fails the
+//! change it reports.
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+use super::{FIELD_MANAGER, MACHINE_API_NAMESPACE};
+
+/// Why an event is emitted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reason {
+    /// A MachineSet was created.
+    MachineSetCreated,
+    /// A MachineSet was updated.
+    MachineSetUpdated,
+    /// A MachineSet winfleet managed was deleted.
+    MachineSetDeleted,
+    /// Writing a MachineSet failed.
+    MachineSetFailed,
+    /// A MachineSet of the repository's name is not winfleet's.
+    MachineSetConflict,
+    /// Node labels, annotations or taints were changed.
+    NodeMetadataUpdated,
+    /// Changing them failed.
+    NodeMetadataFailed,
+    /// The API rejected the round's cluster plan in its dry run.
+    DryRunRejected,
+    /// Cordoned for a safe reboot.
+    Cordoned,
+    /// An eviction is blocked by a PodDisruptionBudget (retried).
+    DrainBlocked,
+    /// Draining failed or timed out; the node was uncordoned.
+    DrainFailed,
+    /// The reboot command was sent.
+    Rebooting,
+    /// The node answered again, Ready, with a new boot; uncordoned.
+    Rebooted,
+    /// The node did not come back in time; the rollout stopped.
+    RebootFailed,
+}
+
+impl Reason {
+    /// The stable reason string.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::MachineSetCreated => "MachineSetCreated",
+            Reason::MachineSetUpdated => "MachineSetUpdated",
+            Reason::MachineSetDeleted => "MachineSetDeleted",
+            Reason::MachineSetFailed => "MachineSetFailed",
+            Reason::MachineSetConflict => "MachineSetConflict",
+            Reason::NodeMetadataUpdated => "NodeMetadataUpdated",
+            Reason::NodeMetadataFailed => "NodeMetadataFailed",
+            Reason::DryRunRejected => "DryRunRejected",
+            Reason::Cordoned => "Cordoned",
+            Reason::DrainBlocked => "DrainBlocked",
+            Reason::DrainFailed => "DrainFailed",
+            Reason::Rebooting => "Rebooting",
+            Reason::Rebooted => "Rebooted",
+            Reason::RebootFailed => "RebootFailed",
+        }
+    }
+
+    fn is_warning(self) -> bool {
+        matches!(
+            self,
+            Reason::MachineSetFailed
+                | Reason::MachineSetConflict
+                | Reason::NodeMetadataFailed
+                | Reason::DryRunRejected
+                | Reason::DrainBlocked
+                | Reason::DrainFailed
+                | Reason::RebootFailed
+        )
+    }
+}
+
+/// What an event is about.
+#[derive(Clone, Debug)]
+pub enum Regarding<'a> {
+    /// A Node by name and UID.
+    Node(&'a str, &'a str),
+    /// A MachineSet by name and UID (empty before creation).
+    MachineSet(&'a str, &'a str),
+}
+
+impl Regarding<'_> {
+    fn reference(&self) -> ObjectReference {
+        let (api_version, kind, namespace, name, uid) = match self {
+            Regarding::Node(name, uid) => ("v1", "Node", None, name, uid),
+            Regarding::MachineSet(name, uid) => {
+                ("machine.openshift.io/v1beta1", "MachineSet", Some(MACHINE_API_NAMESPACE.to_owned()), name, uid)
+            }
+        };
+        ObjectReference {
+            api_version: Some(api_version.into()),
+            kind: Some(kind.into()),
+            namespace,
+            name: Some((*name).to_owned()),
+            uid: (!uid.is_empty()).then(|| (*uid).to_owned()),
+            ..ObjectReference::default()
+        }
+    }
+}
+
+/// Publishes winfleet's events.
+#[derive(Clone)]
+pub struct Events {
+    recorder: Recorder,
+}
+
+impl Events {
+    /// A publisher reporting as controller `winfleet`.
+    pub fn new(client: Client) -> Self {
+        let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: std::env::var("HOSTNAME").ok() };
+        Self { recorder: Recorder::new(client, reporter) }
+    }
+
+    /// Publishes one event; a failure is logged, never returned.
+    pub async fn publish(&self, regarding: Regarding<'_>, reason: Reason, note: impl Into<String>) {
+        let mut note = note.into();
+        if note.len() > 1000 {
+            let mut end = 1000;
+            while !note.is_char_boundary(end) {
+                end -= 1;
+            }
+            note.truncate(end);
+        }
+        let event = Event {
+            type_: if reason.is_warning() { EventType::Warning } else { EventType::Normal },
+            reason: reason.as_str().into(),
+            note: Some(note),
+            action: reason.as_str().into(),
+            secondary: None,
+        };
+        if let Err(e) = self.recorder.publish(&event, &regarding.reference()).await {
+            tracing::warn!(reason = reason.as_str(), error = %e, "cannot publish an event");
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! The safe reboot, the only disruptive path: cordon, drain, reboot over
+//! SSH, wait until the node answers with a new boot and its Node is Ready,
+//! uncordon. WMCO's `reboot-required` annotation is set on the way in and
+//! cleared on the way out, so a WMCO-managed cluster sees the same signal.
+//!
+//! At most `max_unavailable` nodes are disrupted at once (BYOH and Machine
+//! nodes together), and none starts while another node winfleet disrupted is
+//! not back: the disruption is recorded on the Node ([`REBOOTING_ANNOTATION`],
+//! with the boot id before the reboot), so a crash in the middle is resumed
+//! by the next round. A node that does not come back stops the rollout.
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::api::{Api, Patch, PatchParams};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::time::Instant;
+
+use super::apply::api_error;
+use super::drain::{DrainOptions, drain};
+use super::events::{Events, Reason, Regarding};
+use super::observe::node_obs;
+use super::{CORDONED_ANNOTATION, FIELD_MANAGER, NodeObs, REBOOT_REQUIRED_ANNOTATION, REBOOTING_ANNOTATION};
+use crate::desired::model::Instance;
+
+/// The node side of a safe reboot (over SSH in production).
+pub trait Host: Sync {
+    /// The node's current boot id; an error when it does not answer.
+    fn boot_id(&self, instance: &Instance) -> impl Future<Output = Result<String, String>> + Send;
+    /// Sends the reboot command. A connection dropped by the reboot is not
+    /// an error; a refused command is.
+    fn reboot(&self, instance: &Instance) -> impl Future<Output = Result<(), String>> + Send;
+}
+
+/// How the rollout runs.
+#[derive(Clone, Copy, Debug)]
+pub struct RolloutOptions {
+    /// Nodes disrupted at once (at least 1).
+    pub max_unavailable: usize,
+    /// Draining one node gives up after this long.
+    pub drain_timeout: Duration,
+    /// A rebooting node must be back (SSH answers with a new boot, Node
+    /// Ready) within this long.
+    pub reboot_timeout: Duration,
+    /// Interval between checks while waiting.
+    pub poll: Duration,
+}
+
+impl Default for RolloutOptions {
+    fn default() -> Self {
+        Self {
+            max_unavailable: 1,
+            drain_timeout: Duration::from_secs(600),
+            reboot_timeout: Duration::from_secs(900),
+            poll: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A node to reboot, or to finish rebooting.
+#[derive(Clone, Debug)]
+pub struct Candidate<'a> {
+    /// Its instance.
+    pub instance: &'a Instance,
+    /// Its Node as observed.
+    pub node: NodeObs,
+}
+
+/// Where a safe reboot stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum RebootStage {
+    /// Reading the boot id or cordoning.
+    Cordon,
+    /// Evicting pods.
+    Drain,
+    /// Sending the reboot command.
+    Reboot,
+    /// Waiting for the node to come back.
+    WaitBack,
+    /// Uncordoning.
+    Uncordon,
+}
+
+/// How one node's safe reboot ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum RebootResult {
+    /// Rebooted and back in service.
+    Rebooted {
+        /// Pods evicted.
+        evicted: usize,
+        /// Whether this finished a reboot an earlier round started.
+        resumed: bool,
+    },
+    /// Failed; `stage` tells where. A node that failed to come back stays
+    /// cordoned; one whose drain failed is uncordoned (nothing was disrupted).
+    Failed {
+        /// Where.
+        stage: RebootStage,
+        /// Why.
+        reason: String,
+    },
+    /// Not started: the rollout stopped, or other nodes are still disrupted.
+    NotStarted {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// One node's safe reboot.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RebootReport {
+    /// Node name.
+    pub node: String,
+    /// Instance address.
+    pub address: String,
+    /// The outcome.
+    #[serde(flatten)]
+    pub result: RebootResult,
+}
+
+/// Reboots `candidates` (nodes that are disrupted already come first) at
+/// most `max_unavailable` at a time; `others_disrupted` names nodes outside
+/// this rollout that winfleet is still rebooting (they hold slots).
+pub async fn rollout<H: Host>(
+    client: &Client,
+    events: &Events,
+    host: &H,
+    mut candidates: Vec<Candidate<'_>>,
+    others_disrupted: &[String],
+    options: RolloutOptions,
+) -> Vec<RebootReport> {
+    candidates.sort_by(|a, b| (!a.node.in_disruption(), &a.node.name).cmp(&(!b.node.in_disruption(), &b.node.name)));
+    let mut queue: VecDeque<Candidate<'_>> = candidates.into();
+    let slots = options.max_unavailable.max(1).saturating_sub(others_disrupted.len());
+    let mut reports = Vec::new();
+    let mut stopped: Option<String> = (slots == 0).then(|| {
+        format!(
+            "node(s) {} are still being rebooted by winfleet; no other node starts until they are back",
+            others_disrupted.join(", ")
+        )
+    });
+    let mut running = FuturesUnordered::new();
+    loop {
+        while running.len() < slots && stopped.is_none() {
+            let Some(candidate) = queue.pop_front() else { break };
+            running.push(reboot_one(client, events, host, candidate, options));
+        }
+        let Some(report) = running.next().await else { break };
+        if let RebootResult::Failed { stage: RebootStage::WaitBack | RebootStage::Uncordon, .. } = &report.result {
+            stopped.get_or_insert_with(|| format!("the rollout stopped: node {} is not back", report.node));
+        }
+        reports.push(report);
+    }
+    let reason = stopped.unwrap_or_default();
+    reports.extend(queue.into_iter().map(|c| RebootReport {
+        node: c.node.name.clone(),
+        address: c.instance.address.clone(),
+        result: RebootResult::NotStarted { reason: reason.clone() },
+    }));
+    reports
+}
+
+async fn reboot_one<H: Host>(
+    client: &Client,
+    events: &Events,
+    host: &H,
+    candidate: Candidate<'_>,
+    options: RolloutOptions,
+) -> RebootReport {
+    let node = &candidate.node;
+    let result = run_reboot(client, events, host, &candidate, options).await;
+    if let RebootResult::Failed { stage, reason } = &result {
+        tracing::warn!(node = %node.name, ?stage, "safe reboot failed: {reason}");
+    }
+    RebootReport { node: node.name.clone(), address: candidate.instance.address.clone(), result }
+}
+
+async fn run_reboot<H: Host>(
+    client: &Client,
+    events: &Events,
+    host: &H,
+    candidate: &Candidate<'_>,
+    options: RolloutOptions,
+) -> RebootResult {
+    let (node, instance) = (&candidate.node, candidate.instance);
+    let nodes: Api<Node> = Api::all(client.clone());
+    let regarding = || Regarding::Node(&node.name, &node.uid);
+    let fail = |stage, reason: String| RebootResult::Failed { stage, reason };
+    let resumed = node.annotations.get(REBOOTING_ANNOTATION).cloned();
+    let before = match &resumed {
+        Some(recorded) => recorded.clone(),
+        None => match host.boot_id(instance).await {
+            Ok(id) => id,
+            Err(e) => return fail(RebootStage::Cordon, format!("cannot read the boot id before rebooting: {e}")),
+        },
+    };
+    // A resumed reboot whose node has booted since only needs to finish.
+    let already_rebooted = resumed.is_some() && host.boot_id(instance).await.is_ok_and(|now| now != before);
+    let mut evicted = 0;
+    if !already_rebooted {
+        if resumed.is_none() {
+            let mut annotations = json!({ REBOOTING_ANNOTATION: before, REBOOT_REQUIRED_ANNOTATION: "" });
+            if !node.unschedulable {
+                annotations[CORDONED_ANNOTATION] = json!("true");
+            }
+            let patch = json!({ "metadata": { "annotations": annotations }, "spec": { "unschedulable": true } });
+            if let Err(e) = patch_node(&nodes, &node.name, &patch).await {
+                return fail(RebootStage::Cordon, format!("cannot cordon: {e}"));
+            }
+            events
+                .publish(regarding(), Reason::Cordoned, "cordoned for a safe reboot (proxy environment changed)")
+                .await;
+        }
+        let drain_options = DrainOptions { timeout: options.drain_timeout, retry: options.poll };
+        evicted = match drain(client, events, (&node.name, &node.uid), drain_options).await {
+            Ok(n) => n,
+            Err(reason) => {
+                let _ = finish(&nodes, node, false).await;
+                events
+                    .publish(
+                        regarding(),
+                        Reason::DrainFailed,
+                        format!("{reason}; uncordoned, the reboot is still owed"),
+                    )
+                    .await;
+                return fail(RebootStage::Drain, reason);
+            }
+        };
+        if let Err(reason) = host.reboot(instance).await {
+            let _ = finish(&nodes, node, false).await;
+            events
+                .publish(regarding(), Reason::RebootFailed, format!("reboot command refused: {reason}; uncordoned"))
+                .await;
+            return fail(RebootStage::Reboot, reason);
+        }
+        events.publish(regarding(), Reason::Rebooting, format!("rebooting after evicting {evicted} pod(s)")).await;
+    }
+    if let Err(reason) = wait_back(&nodes, host, instance, &node.name, &before, options).await {
+        events
+            .publish(
+                regarding(),
+                Reason::RebootFailed,
+                format!("{reason}; the node stays cordoned and the rollout stops"),
+            )
+            .await;
+        return fail(RebootStage::WaitBack, reason);
+    }
+    if let Err(e) = finish(&nodes, node, true).await {
+        return fail(RebootStage::Uncordon, format!("cannot uncordon: {e}"));
+    }
+    events.publish(regarding(), Reason::Rebooted, "back with a new boot and Ready; uncordoned").await;
+    RebootResult::Rebooted { evicted, resumed: resumed.is_some() }
+}
+
+/// Waits until the node answers with a boot id other than `before` and its
+/// Node is Ready.
+async fn wait_back<H: Host>(
+    nodes: &Api<Node>,
+    host: &H,
+    instance: &Instance,
+    name: &str,
+    before: &str,
+    options: RolloutOptions,
+) -> Result<(), String> {
+    let deadline = Instant::now() + options.reboot_timeout;
+    loop {
+        let last = match host.boot_id(instance).await {
+            Ok(now) if now != before => match nodes.get_opt(name).await {
+                Ok(Some(n)) if node_obs(&n).ready => return Ok(()),
+                Ok(Some(_)) => "it answers over SSH but its Node is not Ready".to_owned(),
+                Ok(None) => format!("its Node {name} is gone"),
+                Err(e) => format!("cannot read its Node: {}", api_error(&e)),
+            },
+            Ok(_) => "it answers over SSH but has not rebooted".to_owned(),
+            Err(e) => format!("it does not answer over SSH ({e})"),
+        };
+        if Instant::now() >= deadline {
+            return Err(format!("node did not come back within {}s: {last}", options.reboot_timeout.as_secs()));
+        }
+        tokio::time::sleep(options.poll).await;
+    }
+}
+
+/// Lifts winfleet's cordon and its markers. `rebooted`: the reboot happened,
+/// so WMCO's reboot-required annotation goes too.
+async fn finish(nodes: &Api<Node>, node: &NodeObs, rebooted: bool) -> Result<(), String> {
+    let mut annotations = json!({ REBOOTING_ANNOTATION: null, CORDONED_ANNOTATION: null });
+    if rebooted {
+        annotations[REBOOT_REQUIRED_ANNOTATION] = Value::Null;
+    }
+    let mut patch = json!({ "metadata": { "annotations": annotations } });
+    // Only winfleet's own cordon is lifted (read fresh: a resumed node's
+    // observation is from before the crash).
+    let cordoned_by_us = match nodes.get_opt(&node.name).await {
+        Ok(Some(n)) => node_obs(&n).annotations.contains_key(CORDONED_ANNOTATION),
+        Ok(None) => return Err(format!("Node {} is gone", node.name)),
+        Err(e) => return Err(api_error(&e)),
+    };
+    if cordoned_by_us {
+        patch["spec"] = json!({ "unschedulable": false });
+    }
+    patch_node(nodes, &node.name, &patch).await
+}
+
+async fn patch_node(nodes: &Api<Node>, name: &str, patch: &Value) -> Result<(), String> {
+    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+    nodes.patch(name, &params, &Patch::Merge(patch)).await.map(drop).map_err(|e| api_error(&e))
+}
+
+/// Marks nodes that owe a reboot with WMCO's annotation (before the rollout
+/// starts, so the signal is there even for nodes that wait their turn).
+pub async fn mark_reboot_required(client: &Client, nodes: &[&NodeObs]) -> Vec<(String, String)> {
+    let api: Api<Node> = Api::all(client.clone());
+    let mut failures = Vec::new();
+    for node in nodes.iter().filter(|n| !n.annotations.contains_key(REBOOT_REQUIRED_ANNOTATION)) {
+        let patch = json!({ "metadata": { "annotations": { REBOOT_REQUIRED_ANNOTATION: "" } } });
+        if let Err(e) = patch_node(&api, &node.name, &patch).await {
+            failures.push((node.name.clone(), e));
+        }
+    }
+    failures
+}
