@@ -35,6 +35,7 @@ pub mod dialect;
 pub mod engine;
 pub mod node;
 pub mod plan;
+pub mod reconcile;
 pub mod render;
 pub mod source;
 pub mod ssh;

@@ -3,6 +3,7 @@
 //! binary.
 
 mod apply;
+mod live;
 mod load;
 pub mod output;
 mod plan;
@@ -28,11 +29,13 @@ enum Command {
     Validate(RepoArgs),
     /// Write the files each node would get: OUT/<address>/registries/<registry>/hosts.toml and OUT/<address>/environment.
     Render(RenderArgs),
-    /// Show what merging one revision over another would change (no cluster, no SSH):
+    /// Show what merging one revision over another would change (no cluster, no SSH), or with
+    /// --live what applying --head would change on the live cluster and nodes:
     /// exit 0 = no changes, 2 = changes, 1 = error.
     Plan(PlanArgs),
-    /// Observe every node over SSH and change what differs (one round with --once):
-    /// exit 0 = done, 1 = a node or operation failed; with --dry-run 0 = in sync, 2 = changes, 1 = error.
+    /// Observe the cluster and every node and change what differs, rebooting safely where needed
+    /// (one round with --once): exit 0 = done, 1 = something failed; with --dry-run 0 = in sync,
+    /// 2 = changes, 1 = error.
     Apply(ApplyArgs),
 }
 
@@ -65,11 +68,17 @@ struct PlanArgs {
     #[arg(long, default_value = ".", env = "WINFLEET_REPO")]
     repo: PathBuf,
     /// The revision the change starts from (e.g. the merge base with main).
-    #[arg(long)]
-    base: String,
+    #[arg(long, required_unless_present = "live")]
+    base: Option<String>,
     /// The revision with the change.
     #[arg(long, default_value = "HEAD")]
     head: String,
+    /// Plan --head against the live fleet instead: observe the cluster and every node, change nothing
+    /// (exit 0 = in sync, 2 = changes, 1 = error). Takes the node and cluster flags of `apply`.
+    #[arg(long, conflicts_with = "base")]
+    live: bool,
+    #[command(flatten)]
+    round: RoundArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     output: Format,
@@ -82,19 +91,29 @@ struct ApplyArgs {
     /// Run one round and exit (the continuous daemon comes later).
     #[arg(long, required = true)]
     once: bool,
-    /// Private key for every node (OpenSSH or PEM: RSA >= 2048, ECDSA, Ed25519; WMCO's private-key.pem works as is).
-    #[arg(long, value_name = "FILE", env = "WINFLEET_SSH_KEY")]
-    ssh_key: PathBuf,
-    /// OpenSSH known_hosts file the nodes' host keys are checked against.
-    #[arg(long, value_name = "FILE", env = "WINFLEET_KNOWN_HOSTS")]
-    known_hosts: PathBuf,
-    /// Record the key of a node not in --known-hosts into that file, then enforce it.
-    #[arg(long)]
-    trust_on_first_use: bool,
     /// Observe and print the live plan; change nothing.
     #[arg(long)]
     dry_run: bool,
-    /// Only these instances (addresses, comma-separated).
+    #[command(flatten)]
+    round: RoundArgs,
+    /// Output format of the summary.
+    #[arg(long, value_enum, default_value_t = RoundFormat::Text)]
+    output: RoundFormat,
+}
+
+/// How a live round reaches the nodes and the cluster.
+#[derive(Debug, clap::Args)]
+struct RoundArgs {
+    /// Private key for every node (OpenSSH or PEM: RSA >= 2048, ECDSA, Ed25519; WMCO's private-key.pem works as is).
+    #[arg(long, value_name = "FILE", env = "WINFLEET_SSH_KEY")]
+    ssh_key: Option<PathBuf>,
+    /// OpenSSH known_hosts file the nodes' host keys are checked against.
+    #[arg(long, value_name = "FILE", env = "WINFLEET_KNOWN_HOSTS")]
+    known_hosts: Option<PathBuf>,
+    /// Record the key of a node not in --known-hosts into that file, then enforce it.
+    #[arg(long)]
+    trust_on_first_use: bool,
+    /// Only these instances (addresses, comma-separated); MachineSets are then left out.
     #[arg(long, value_name = "ADDR,...", value_delimiter = ',')]
     nodes: Option<Vec<String>>,
     /// Nodes processed at once (default: the Fleet's rollout.maxParallel, 32).
@@ -109,9 +128,23 @@ struct ApplyArgs {
     /// Seconds allowed for one script on a node.
     #[arg(long, value_name = "SECS", default_value_t = 120)]
     command_timeout: u64,
-    /// Output format of the summary.
-    #[arg(long, value_enum, default_value_t = RoundFormat::Text)]
-    output: RoundFormat,
+    /// kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the pod's service account;
+    /// with none of them winfleet runs SSH-only).
+    #[arg(long, value_name = "FILE", env = "WINFLEET_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// kubeconfig context (default: the current context).
+    #[arg(long, value_name = "NAME")]
+    context: Option<String>,
+    /// Fail instead of running SSH-only when no cluster is configured.
+    #[arg(long)]
+    require_cluster: bool,
+    /// Seconds one node's drain may take before its safe reboot is abandoned (the node is uncordoned).
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    drain_timeout: u64,
+    /// Seconds a rebooting node has to answer over SSH with a new boot and be Ready; after that the
+    /// rollout stops and the node stays cordoned.
+    #[arg(long, value_name = "SECS", default_value_t = 900)]
+    reboot_timeout: u64,
 }
 
 /// How a round's summary is printed.

@@ -6,16 +6,20 @@ use anyhow::Context;
 use winfleet::desired::{self, LoadOptions};
 use winfleet::plan::{json, markdown, offline, text};
 
-use super::{Format, PlanArgs, load, output};
+use super::{Format, PlanArgs, live, load, output};
 
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
+    if args.live {
+        return run_live(args);
+    }
+    let Some(base_name) = &args.base else { anyhow::bail!("--base is needed (or --live)") };
     let (base_snapshot, head_snapshot) = std::thread::scope(|s| {
-        let base = s.spawn(|| load::snapshot(&args.repo, Some(&args.base)));
+        let base = s.spawn(|| load::snapshot(&args.repo, Some(base_name)));
         (base.join(), load::snapshot(&args.repo, Some(&args.head)))
     });
     let head_snapshot = head_snapshot.with_context(|| format!("head revision {}", args.head))?;
     let base_snapshot = base_snapshot.map_err(|_| anyhow::anyhow!("reading the base revision failed"))?;
-    let base_snapshot = base_snapshot.with_context(|| format!("base revision {}", args.base))?;
+    let base_snapshot = base_snapshot.with_context(|| format!("base revision {base_name}"))?;
     // Both revisions are validated together: unchanged files are parsed once.
     let mut loaded = desired::load_many(&[&base_snapshot, &head_snapshot], LoadOptions::default());
     let (Some(head), Some(base)) = (loaded.pop(), loaded.pop()) else {
@@ -32,7 +36,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
             0,
             format!(
                 "base revision {} is invalid ({} error(s)): everything in head is shown as new",
-                args.base,
+                base_name,
                 base.errors()
             ),
         );
@@ -47,4 +51,21 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         Format::Json => json::render(&plan),
     });
     Ok(ExitCode::from(if plan.has_changes() { 2 } else { 0 }))
+}
+
+/// `plan --live`: the round as a dry run against the live fleet.
+fn run_live(args: &PlanArgs) -> anyhow::Result<ExitCode> {
+    let Some(report) = live::round(&args.repo, Some(&args.head), &args.round, true)? else {
+        return Ok(ExitCode::from(1));
+    };
+    output::out(&match args.output {
+        Format::Text => report.render_text(),
+        Format::Markdown => format!("```text\n{}```\n", report.render_text()),
+        Format::Json => report.render_json(),
+    });
+    Ok(ExitCode::from(match (report.failed(), report.has_changes()) {
+        (true, _) => 1,
+        (false, true) => 2,
+        (false, false) => 0,
+    }))
 }

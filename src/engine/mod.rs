@@ -5,6 +5,7 @@
 //!
 //! - [`report`]: what a round found and did, per node, as data.
 
+pub mod host;
 pub mod report;
 
 use futures::StreamExt;

@@ -1,0 +1,31 @@
+//! The node side of the safe reboot over SSH: the boot id from the
+//! observation script, the reboot from the dialect's reboot command.
+
+use super::{explain, observe, target};
+use crate::cluster::rollout::Host;
+use crate::desired::model::Instance;
+use crate::dialect;
+use crate::ssh::Pool;
+
+/// Reboots nodes through the round's SSH pool.
+pub struct SshHost<'a> {
+    /// The pool (its dead connections are replaced on the next use).
+    pub pool: &'a Pool,
+}
+
+impl Host for SshHost<'_> {
+    async fn boot_id(&self, instance: &Instance) -> Result<String, String> {
+        let facts = observe(self.pool, &target(instance), &instance.spec).await?;
+        facts.boot_id.ok_or_else(|| "the node reports no boot id".to_owned())
+    }
+
+    async fn reboot(&self, instance: &Instance) -> Result<(), String> {
+        match self.pool.run(&target(instance), &dialect::reboot(instance.shell), false).await {
+            Ok(output) if output.exit_status.is_none_or(|code| code == 0) => Ok(()),
+            Ok(output) => Err(explain("the reboot command failed", &output)),
+            // The node going down takes the connection with it.
+            Err(e) if e.is_transient() => Ok(()),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}

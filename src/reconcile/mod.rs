@@ -1,0 +1,219 @@
+//! One whole round: the cluster observed, the node engine run, the cluster
+//! plan written (after a clean dry run), then the safe reboots. Used by
+//! `winfleet apply --once` and `winfleet plan --live` (a dry run), and by
+//! the daemon later.
+//!
+//! Order, and why:
+//! 1. Observe the cluster (read only). A failure skips the cluster part,
+//!    reboots included; node files still converge over SSH.
+//! 2. Append the cluster Proxy's `status.noProxy` to NO_PROXY (decision 8).
+//! 3. Associate instances with Nodes by IPv4; plan MachineSets and Node
+//!    metadata (pure).
+//! 4. Dry-run every cluster write; any rejection aborts the cluster part
+//!    before anything is written.
+//! 5. The node engine (SSH, up to maxParallel at once).
+//! 6. The cluster writes, then the rollout of the nodes that owe a reboot,
+//!    at most maxUnavailable at a time.
+//!
+//! - [`report`]: the round's report and its text and JSON forms.
+
+pub mod report;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use crate::cluster::apply as cluster_apply;
+use crate::cluster::associate::{Association, associate, resolve_all};
+use crate::cluster::connect::Cluster;
+use crate::cluster::events::{Events, Reason, Regarding};
+use crate::cluster::rollout::{self, Candidate, Host, RebootReport, RebootResult, RolloutOptions};
+use crate::cluster::{ClusterFacts, observe};
+use crate::desired::model::{Desired, Instance};
+use crate::engine::report::{NodeReport, NodeResult};
+use crate::engine::{self, RoundOptions};
+use crate::node::NodeSpec;
+use crate::ssh::Pool;
+use report::{ClusterReport, RoundReport, Unassociated};
+
+/// How a round runs.
+#[derive(Clone, Copy, Debug)]
+pub struct Options {
+    /// Observe and plan only.
+    pub dry_run: bool,
+    /// Nodes processed at once over SSH.
+    pub max_parallel: usize,
+    /// The whole fleet (MachineSets included), not a `--nodes` selection.
+    pub whole_fleet: bool,
+    /// The safe-reboot settings.
+    pub rollout: RolloutOptions,
+}
+
+/// Runs one round over `instances` of `desired`.
+pub async fn round<H: Host>(
+    cluster: Option<&Cluster>,
+    pool: &Pool,
+    host: &H,
+    desired: &Desired,
+    instances: &[&Instance],
+    options: Options,
+    on_node: impl FnMut(&NodeReport),
+) -> RoundReport {
+    let Some(cluster) = cluster else {
+        let nodes = node_round(pool, instances.iter().copied(), options, on_node).await;
+        return RoundReport { dry_run: options.dry_run, nodes, cluster: None };
+    };
+    let mut report = ClusterReport { api: cluster.url.clone(), ..ClusterReport::default() };
+    let facts = match observe::observe(&cluster.client).await {
+        Ok(facts) => Some(facts),
+        Err(e) => {
+            report.error = Some(format!(
+                "cannot read the cluster ({}); the cluster part of this round is skipped, node files still converge",
+                cluster_apply::api_error(&e)
+            ));
+            None
+        }
+    };
+    let adjusted = facts.as_ref().and_then(|f| f.cluster_no_proxy.as_deref()).map(|np| with_no_proxy(instances, np));
+    let instances: Vec<&Instance> = match &adjusted {
+        Some(owned) => owned.iter().collect(),
+        None => instances.to_vec(),
+    };
+    let Some(facts) = facts else {
+        let nodes = node_round(pool, instances.iter().copied(), options, on_node).await;
+        return RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) };
+    };
+    let resolved = resolve_all(instances.iter().map(|i| i.address.as_str())).await;
+    let associations = associate(&resolved, &facts.nodes);
+    report.unassociated = associations
+        .iter()
+        .filter_map(|(address, a)| match a {
+            Association::Unassociated(reason) => {
+                Some(Unassociated { address: address.clone(), reason: reason.clone() })
+            }
+            Association::Node(_) => None,
+        })
+        .collect();
+    let empty = BTreeMap::new();
+    let machine_sets = if options.whole_fleet { &desired.machine_sets } else { &empty };
+    let live_sets = if options.whole_fleet { facts.machine_sets.clone() } else { BTreeMap::new() };
+    let plan_facts = ClusterFacts { machine_sets: live_sets, ..facts.clone() };
+    let plan = cluster_apply::plan(instances.iter().copied(), machine_sets, &plan_facts, &associations);
+    report.set_plan(&plan);
+    let events = Events::new(cluster.client.clone());
+    let mut writable = !options.dry_run;
+    if writable && plan.has_writes() {
+        report.rejected = cluster_apply::dry_run(&cluster.client, &plan).await;
+        if !report.rejected.is_empty() {
+            writable = false;
+            publish_rejections(&events, &report, &facts).await;
+        }
+    }
+    let nodes = node_round(pool, instances.iter().copied(), options, on_node).await;
+    if writable {
+        let outcomes = cluster_apply::write(&cluster.client, &events, &plan, &plan_facts).await;
+        report.set_outcomes(outcomes);
+        report.reboots =
+            reboots(cluster, &events, host, &facts, &associations, &instances, &nodes, options.rollout).await;
+    }
+    RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) }
+}
+
+async fn node_round<'a>(
+    pool: &Pool,
+    instances: impl IntoIterator<Item = &'a Instance>,
+    options: Options,
+    on_node: impl FnMut(&NodeReport),
+) -> Vec<NodeReport> {
+    let node_options = RoundOptions { dry_run: options.dry_run, max_parallel: options.max_parallel };
+    engine::round(pool, instances, node_options, on_node).await
+}
+
+/// The instances with the cluster's no-proxy entries merged into their
+/// specs (one new spec per distinct spec, shared as before).
+fn with_no_proxy(instances: &[&Instance], cluster_no_proxy: &str) -> Vec<Instance> {
+    let mut merged: BTreeMap<*const NodeSpec, Arc<NodeSpec>> = BTreeMap::new();
+    instances
+        .iter()
+        .map(|instance| {
+            let key = Arc::as_ptr(&instance.spec);
+            let spec = merged
+                .entry(key)
+                .or_insert_with(|| {
+                    instance
+                        .spec
+                        .with_cluster_no_proxy(cluster_no_proxy)
+                        .map_or_else(|| Arc::clone(&instance.spec), Arc::new)
+                })
+                .clone();
+            Instance { spec, ..(*instance).clone() }
+        })
+        .collect()
+}
+
+async fn publish_rejections(events: &Events, report: &ClusterReport, facts: &ClusterFacts) {
+    for rejection in &report.rejected {
+        let note =
+            format!("the round's cluster plan was rejected in its dry run, nothing was written: {}", rejection.outcome);
+        if let Some(name) = rejection.target.strip_prefix("Node/") {
+            let uid = facts.nodes.get(name).map(|n| n.uid.as_str()).unwrap_or_default();
+            events.publish(Regarding::Node(name, uid), Reason::DryRunRejected, note).await;
+        } else if let Some(name) = rejection.target.strip_prefix("MachineSet/") {
+            let uid = facts.machine_sets.get(name).and_then(|o| o.pointer("/metadata/uid")).and_then(|v| v.as_str());
+            events.publish(Regarding::MachineSet(name, uid.unwrap_or_default()), Reason::DryRunRejected, note).await;
+        }
+    }
+}
+
+/// The rollout: nodes that owe a reboot (from this round's observation)
+/// and nodes winfleet left disrupted (a crash mid-reboot).
+#[allow(clippy::too_many_arguments)]
+async fn reboots<H: Host>(
+    cluster: &Cluster,
+    events: &Events,
+    host: &H,
+    facts: &ClusterFacts,
+    associations: &BTreeMap<String, Association>,
+    instances: &[&Instance],
+    nodes: &[NodeReport],
+    options: RolloutOptions,
+) -> Vec<RebootReport> {
+    let owed: BTreeSet<&str> = nodes
+        .iter()
+        .filter(|r| matches!(r.result, NodeResult::Done { reboot_required: true, .. }))
+        .map(|r| r.address.as_str())
+        .collect();
+    let mut candidates = Vec::new();
+    let mut unassociated = Vec::new();
+    for instance in instances {
+        let node = associations.get(&instance.address).and_then(Association::node).and_then(|n| facts.nodes.get(n));
+        match node {
+            Some(node) if owed.contains(instance.address.as_str()) || node.in_disruption() => {
+                candidates.push(Candidate { instance, node: node.clone() });
+            }
+            None if owed.contains(instance.address.as_str()) => unassociated.push(RebootReport {
+                node: String::new(),
+                address: instance.address.clone(),
+                result: RebootResult::NotStarted {
+                    reason: "no Node is associated with this instance, so it cannot be drained; reboot it yourself"
+                        .into(),
+                },
+            }),
+            _ => {}
+        }
+    }
+    let chosen: BTreeSet<&str> = candidates.iter().map(|c| c.node.name.as_str()).collect();
+    let others: Vec<String> = facts
+        .nodes
+        .values()
+        .filter(|n| n.in_disruption() && !chosen.contains(n.name.as_str()))
+        .map(|n| n.name.clone())
+        .collect();
+    let owing: Vec<_> =
+        candidates.iter().filter(|c| owed.contains(c.instance.address.as_str())).map(|c| &c.node).collect();
+    for (node, error) in rollout::mark_reboot_required(&cluster.client, &owing).await {
+        tracing::warn!(node, "cannot set the reboot-required annotation: {error}");
+    }
+    let mut reports = rollout::rollout(&cluster.client, events, host, candidates, &others, options).await;
+    reports.extend(unassociated);
+    reports
+}

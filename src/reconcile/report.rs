@@ -1,0 +1,282 @@
+//! What a whole round found and did: the node reports (engine) and the
+//! cluster report, as data, text and versioned JSON (docs/apply-format.md).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::cluster::apply::{ClusterPlan, WriteReport};
+use crate::cluster::machinesets::MachineSetStep;
+use crate::cluster::rollout::{RebootReport, RebootResult, RebootStage};
+use crate::engine::report::{self as node_report, NodeReport};
+use crate::node::outcome::Outcome;
+use crate::plan::{FORMAT_VERSION, MachineSetAction, MachineSetChange, SettingChange, replicas_text, show_value};
+
+/// One round.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RoundReport {
+    /// Observe and plan only.
+    pub dry_run: bool,
+    /// Per node, sorted by address.
+    pub nodes: Vec<NodeReport>,
+    /// The cluster part; `None` in SSH-only mode.
+    pub cluster: Option<ClusterReport>,
+}
+
+/// The cluster part of a round.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterReport {
+    /// The API server.
+    pub api: String,
+    /// Why the cluster could not be read (the cluster part was skipped).
+    pub error: Option<String>,
+    /// Instances no Node could be associated with.
+    pub unassociated: Vec<Unassociated>,
+    /// MachineSet changes and their outcomes.
+    pub machine_sets: Vec<MachineSetReport>,
+    /// MachineSets of the repository's names that winfleet does not manage.
+    pub conflicts: Vec<Conflict>,
+    /// Node metadata changes and their outcomes.
+    pub nodes: Vec<NodeMetadataReport>,
+    /// Writes the API rejected in the dry run (nothing was written).
+    pub rejected: Vec<WriteReport>,
+    /// Safe reboots.
+    pub reboots: Vec<RebootReport>,
+}
+
+/// An instance without a Node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unassociated {
+    /// Instance address.
+    pub address: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// A MachineSet winfleet leaves alone.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Conflict {
+    /// Name.
+    pub name: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// A MachineSet change.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineSetReport {
+    /// What changes.
+    #[serde(flatten)]
+    pub change: MachineSetChange,
+    /// `None` in a dry run or when nothing was written.
+    #[serde(flatten)]
+    pub outcome: Option<Outcome>,
+}
+
+/// A Node metadata change.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeMetadataReport {
+    /// Node name.
+    pub node: String,
+    /// Instance address.
+    pub instance: String,
+    /// Keys before and after.
+    pub changes: Vec<SettingChange>,
+    /// `None` in a dry run or when nothing was written.
+    #[serde(flatten)]
+    pub outcome: Option<Outcome>,
+}
+
+impl ClusterReport {
+    /// Records the plan (outcomes come later).
+    pub fn set_plan(&mut self, plan: &ClusterPlan) {
+        for step in &plan.machine_sets {
+            match step {
+                MachineSetStep::Apply { change, .. } | MachineSetStep::Delete { change, .. } => {
+                    self.machine_sets.push(MachineSetReport { change: change.clone(), outcome: None });
+                }
+                MachineSetStep::Conflict { name, reason } => {
+                    self.conflicts.push(Conflict { name: name.clone(), reason: reason.clone() });
+                }
+            }
+        }
+        self.nodes = plan
+            .nodes
+            .iter()
+            .map(|n| NodeMetadataReport {
+                node: n.node.clone(),
+                instance: n.instance.clone(),
+                changes: n.changes.clone(),
+                outcome: None,
+            })
+            .collect();
+    }
+
+    /// Records the outcome of each write.
+    pub fn set_outcomes(&mut self, outcomes: Vec<WriteReport>) {
+        let mut by_target: BTreeMap<String, Outcome> = outcomes.into_iter().map(|w| (w.target, w.outcome)).collect();
+        for ms in &mut self.machine_sets {
+            ms.outcome = by_target.remove(&format!("MachineSet/{}", ms.change.name));
+        }
+        for node in &mut self.nodes {
+            node.outcome = by_target.remove(&format!("Node/{}", node.node));
+        }
+    }
+
+    /// Whether anything failed or was refused.
+    pub fn failed(&self) -> bool {
+        let failed = |o: &Option<Outcome>| matches!(o, Some(Outcome::Failed(_)));
+        self.error.is_some()
+            || !self.rejected.is_empty()
+            || self.machine_sets.iter().any(|m| failed(&m.outcome))
+            || self.nodes.iter().any(|n| failed(&n.outcome))
+            || self.reboots.iter().any(|r| matches!(r.result, RebootResult::Failed { .. }))
+    }
+
+    /// Whether the plan changes anything.
+    pub fn has_changes(&self) -> bool {
+        !self.machine_sets.is_empty() || !self.nodes.is_empty()
+    }
+}
+
+impl RoundReport {
+    /// Whether a node, a write or a reboot failed.
+    pub fn failed(&self) -> bool {
+        self.nodes.iter().any(NodeReport::failed) || self.cluster.as_ref().is_some_and(ClusterReport::failed)
+    }
+
+    /// Whether anything differs (for a dry run's exit code).
+    pub fn has_changes(&self) -> bool {
+        self.nodes.iter().any(NodeReport::has_changes) || self.cluster.as_ref().is_some_and(ClusterReport::has_changes)
+    }
+
+    /// The round as text: nodes, then the cluster, then the summaries.
+    pub fn render_text(&self) -> String {
+        let mut out = node_report::render_text(&self.nodes, self.dry_run);
+        if let Some(cluster) = &self.cluster {
+            render_cluster(&mut out, cluster, self.dry_run);
+        }
+        out
+    }
+
+    /// The round as versioned JSON.
+    pub fn render_json(&self) -> String {
+        let value = serde_json::json!({
+            "formatVersion": FORMAT_VERSION,
+            "dryRun": self.dry_run,
+            "nodes": self.nodes,
+            "totals": node_report::totals(&self.nodes),
+            "cluster": self.cluster,
+        });
+        let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
+        text.push('\n');
+        text
+    }
+}
+
+fn outcome_suffix(outcome: Option<&Outcome>) -> String {
+    outcome.map(|o| format!(": {o}")).unwrap_or_default()
+}
+
+fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
+    let _ = writeln!(out, "Cluster {}:", c.api);
+    if let Some(error) = &c.error {
+        let _ = writeln!(out, "  FAILED: {error}");
+    }
+    for ms in &c.machine_sets {
+        let change = &ms.change;
+        let sign = match change.action {
+            MachineSetAction::Create => "+ create",
+            MachineSetAction::Update => "~ update",
+            MachineSetAction::Delete => "- delete",
+        };
+        let replicas = replicas_text(change, "->").map(|r| format!(", {r}")).unwrap_or_default();
+        let _ = writeln!(out, "  MachineSet {}: {sign}{replicas}{}", change.name, outcome_suffix(ms.outcome.as_ref()));
+        if change.action == MachineSetAction::Update {
+            for field in &change.fields {
+                let show = |v: &Option<serde_json::Value>| v.as_ref().map_or_else(|| "(absent)".to_owned(), show_value);
+                let _ = writeln!(out, "      {}: {} -> {}", field.pointer, show(&field.from), show(&field.to));
+            }
+        }
+    }
+    for conflict in &c.conflicts {
+        let _ = writeln!(out, "  MachineSet {}: ! conflict: {}", conflict.name, conflict.reason);
+    }
+    for node in &c.nodes {
+        let changes: Vec<String> = node
+            .changes
+            .iter()
+            .map(|s| {
+                let show = |v: &Option<String>| v.as_ref().map_or_else(|| "(absent)".to_owned(), |v| format!("{v:?}"));
+                format!("{}: {} -> {}", s.setting, show(&s.from), show(&s.to))
+            })
+            .collect();
+        let what = if changes.is_empty() { "record the keys winfleet manages".to_owned() } else { changes.join("; ") };
+        let _ = writeln!(
+            out,
+            "  Node {} ({}): ~ {what}{}",
+            node.node,
+            node.instance,
+            outcome_suffix(node.outcome.as_ref())
+        );
+    }
+    for u in &c.unassociated {
+        let _ = writeln!(out, "  ! {}: no Node associated: {}", u.address, u.reason);
+    }
+    for r in &c.rejected {
+        let _ = writeln!(out, "  ! dry run rejected {}: {}", r.target, r.outcome);
+    }
+    if !c.rejected.is_empty() {
+        let _ = writeln!(out, "  ! the cluster plan was rejected in its dry run: nothing was written to the cluster");
+    }
+    for r in &c.reboots {
+        let who = if r.node.is_empty() { r.address.clone() } else { format!("{} ({})", r.node, r.address) };
+        let what = match &r.result {
+            RebootResult::Rebooted { evicted, resumed: false } => format!("rebooted safely, {evicted} pod(s) evicted"),
+            RebootResult::Rebooted { evicted, resumed: true } => {
+                format!("finished the safe reboot an earlier round started, {evicted} pod(s) evicted")
+            }
+            RebootResult::Failed { stage, reason } => format!("FAILED ({}): {reason}", stage_name(*stage)),
+            RebootResult::NotStarted { reason } => format!("not started: {reason}"),
+        };
+        let _ = writeln!(out, "  Reboot {who}: {what}");
+    }
+    let _ = writeln!(out, "{}", cluster_summary(c, dry_run));
+}
+
+fn stage_name(stage: RebootStage) -> &'static str {
+    match stage {
+        RebootStage::Cordon => "cordon",
+        RebootStage::Drain => "drain",
+        RebootStage::Reboot => "reboot",
+        RebootStage::WaitBack => "wait for the node",
+        RebootStage::Uncordon => "uncordon",
+    }
+}
+
+/// One line about the cluster part.
+pub fn cluster_summary(c: &ClusterReport, dry_run: bool) -> String {
+    let failed = |o: &Option<Outcome>| matches!(o, Some(Outcome::Failed(_)));
+    let write_failures = c.machine_sets.iter().filter(|m| failed(&m.outcome)).count()
+        + c.nodes.iter().filter(|n| failed(&n.outcome)).count();
+    let rebooted = c.reboots.iter().filter(|r| matches!(r.result, RebootResult::Rebooted { .. })).count();
+    let reboot_failed = c.reboots.iter().filter(|r| matches!(r.result, RebootResult::Failed { .. })).count();
+    let verb = if dry_run { "Cluster plan" } else { "Cluster" };
+    format!(
+        "{verb}: {} MachineSet change(s), {} conflict(s), {} Node metadata change(s), {} unassociated instance(s), \
+         {} write(s) failed, {} rejected in the dry run; reboots: {rebooted} done, {reboot_failed} failed.",
+        c.machine_sets.len(),
+        c.conflicts.len(),
+        c.nodes.len(),
+        c.unassociated.len(),
+        write_failures,
+        c.rejected.len(),
+    )
+}
