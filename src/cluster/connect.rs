@@ -58,7 +58,12 @@ pub async fn connect(config: &ClusterConfig) -> Result<Option<Cluster>, ConnectE
     } else {
         None
     };
-    let Some(kube_config) = kube_config else { return Ok(None) };
+    let Some(mut kube_config) = kube_config else { return Ok(None) };
+    // kube retries 429 by itself (up to 15 times, backing off towards
+    // minutes): a PodDisruptionBudget's 429 on an eviction must reach the
+    // drain, which retries, reports and honours its own timeout. winfleet
+    // retries on its own terms everywhere (drain loop, next round).
+    kube_config.default_retry = false;
     let url = kube_config.cluster_url.to_string();
     let client = Client::try_from(kube_config).map_err(|e| ConnectError::Client(e.to_string()))?;
     Ok(Some(Cluster { client, url }))

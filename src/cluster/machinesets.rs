@@ -151,10 +151,11 @@ fn dropped_fields(live: &Value, object: &Value) -> Vec<FieldChange> {
     for entry in entries {
         let manager = entry.get("manager").and_then(Value::as_str);
         let operation = entry.get("operation").and_then(Value::as_str);
-        if manager == Some(FIELD_MANAGER) && operation == Some("Apply") {
-            if let Some(set) = entry.get("fieldsV1") {
-                owned_leaves(set, String::new(), &mut owned);
-            }
+        if manager == Some(FIELD_MANAGER)
+            && operation == Some("Apply")
+            && let Some(set) = entry.get("fieldsV1")
+        {
+            owned_leaves(set, String::new(), &mut owned);
         }
     }
     owned

@@ -121,4 +121,5 @@ pub fn winfleet(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+pub mod apiserver;
 pub mod fleet;

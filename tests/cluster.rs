@@ -1,0 +1,626 @@
+//! The cluster side against the in-memory Kubernetes API (tests/support/
+//! apiserver), reached through a real kube::Client: MachineSets, Node
+//! metadata, association, the dry-run gate, drain and the safe-reboot
+//! rollout. Rollout timing runs on tokio's paused clock with simulated hosts
+//! (their boot and readiness driven through the API server); the SSH side of
+//! the reboot runs against real sshd in tests/cluster_cli.rs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::apiserver::{ApiServer, fixtures};
+use winfleet::cluster::events::Events;
+use winfleet::cluster::observe::observe;
+use winfleet::cluster::rollout::{self, Candidate, Host, RebootResult, RebootStage, RolloutOptions};
+use winfleet::cluster::{
+    CORDONED_ANNOTATION, MANAGED_KEYS_ANNOTATION, REBOOT_REQUIRED_ANNOTATION, REBOOTING_ANNOTATION,
+};
+use winfleet::desired::model::{Desired, Instance};
+use winfleet::reconcile::{self, Options, report::RoundReport};
+use winfleet::ssh::{KnownHosts, Pool, Settings};
+
+const MAPI: &str = "openshift-machine-api";
+const MS: &str = "machine.openshift.io/v1beta1";
+
+/// A config repository in a temporary directory.
+struct Repo {
+    dir: tempfile::TempDir,
+}
+
+impl Repo {
+    /// Instances are posix hosts on 127.0.0.1 port 1: SSH is refused at
+    /// once, so these tests exercise only the cluster part (and that a
+    /// failing node does not stop it).
+    fn new() -> Self {
+        let repo = Repo { dir: tempfile::tempdir().unwrap() };
+        repo.write(
+            "fleet.yaml",
+            "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: t\nspec:\n  defaults:\n    username: u\n    port: 1\n    shell: posix\n",
+        );
+        repo
+    }
+
+    fn write(&self, rel: &str, content: &str) {
+        let path = self.dir.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, content).unwrap();
+    }
+
+    fn machine_set(&self, name: &str, replicas: i64, adopt: bool) {
+        let template =
+            std::fs::read_to_string(support::root().join("examples-repo/machinesets/winworker-aws.yaml")).unwrap();
+        let mut text = template
+            .replace("prod-7xk2p-windows-us-east-1a", name)
+            .replace("replicas: 1", &format!("replicas: {replicas}"));
+        if adopt {
+            text = text.replace(
+                "  namespace: openshift-machine-api\n",
+                "  namespace: openshift-machine-api\n  annotations:\n    winfleet.io/adopt: \"true\"\n",
+            );
+        }
+        self.write(&format!("machinesets/{name}.yaml"), &text);
+    }
+
+    fn instances(&self, entries: &str) {
+        self.write(
+            "instances.yaml",
+            &format!("apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: t\nspec:\n  instances:\n{entries}"),
+        );
+    }
+
+    fn desired(&self) -> Desired {
+        let snapshot = winfleet::source::read_worktree(self.dir.path()).unwrap();
+        let loaded = winfleet::desired::load(&snapshot, Default::default());
+        loaded.desired.unwrap_or_else(|| panic!("invalid repo: {:#?}", loaded.diagnostics))
+    }
+}
+
+/// An SSH pool whose connections fail fast (nothing listens on port 1).
+fn pool(dir: &Path) -> Pool {
+    let key = dir.join("id");
+    let status = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-N", "", "-t", "ed25519", "-f"])
+        .arg(&key)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    std::fs::write(dir.join("known_hosts"), "").unwrap();
+    let settings = Settings { retries: 0, connect_timeout: Duration::from_secs(2), ..Settings::default() };
+    Pool::new(
+        winfleet::ssh::load_key(&key).unwrap(),
+        KnownHosts::load(&dir.join("known_hosts"), false).unwrap(),
+        settings,
+    )
+}
+
+fn options(dry_run: bool) -> Options {
+    Options { dry_run, max_parallel: 4, whole_fleet: true, rollout: RolloutOptions::default() }
+}
+
+/// One whole round of the library pipeline against the API server.
+async fn round(api: &ApiServer, repo: &Repo, dry_run: bool) -> RoundReport {
+    let tmp = tempfile::tempdir().unwrap();
+    let pool = pool(tmp.path());
+    let desired = repo.desired();
+    let instances: Vec<&Instance> = desired.instances.values().collect();
+    let cluster = winfleet::cluster::connect::Cluster { client: api.client(), url: "in-memory".into() };
+    let host = winfleet::engine::host::SshHost { pool: &pool };
+    reconcile::round(Some(&cluster), &pool, &host, &desired, &instances, options(dry_run), |_| {}).await
+}
+
+fn event_reasons(api: &ApiServer, name: &str) -> Vec<String> {
+    api.list("events.k8s.io/v1", "Event")
+        .into_iter()
+        .filter(|e| e["regarding"]["name"] == name)
+        .map(|e| e["reason"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+fn written(api: &ApiServer, resource: &str, name: &str) -> usize {
+    api.history().iter().filter(|w| w.resource == resource && w.name == name).count()
+}
+
+#[tokio::test]
+async fn machine_sets_are_created_updated_and_only_managed_ones_deleted() {
+    let api = ApiServer::new();
+    let mut theirs = fixtures::machine_set("theirs", 2, &[]);
+    theirs["metadata"]["labels"] = json!({"owner": "someone-else"});
+    api.seed(theirs);
+    api.seed(fixtures::machine_set("old", 1, &[("app.kubernetes.io/managed-by", "winfleet")]));
+    api.seed(fixtures::machine_set("linux-workers", 3, &[]));
+    let repo = Repo::new();
+    repo.machine_set("winb", 1, false);
+    repo.machine_set("theirs", 5, false);
+
+    let plan = round(&api, &repo, true).await;
+    let cluster = plan.cluster.as_ref().unwrap();
+    let actions: Vec<String> =
+        cluster.machine_sets.iter().map(|m| format!("{} {:?}", m.change.name, m.change.action)).collect();
+    assert_eq!(actions, ["old Delete", "winb Create"]);
+    assert_eq!(cluster.conflicts.len(), 1);
+    assert!(cluster.conflicts[0].reason.contains("winfleet does not manage it"), "{:?}", cluster.conflicts);
+    assert!(api.history().iter().all(|w| w.resource != "machinesets"), "a dry run writes nothing");
+    assert!(plan.render_text().contains("MachineSet theirs: ! conflict"), "{}", plan.render_text());
+
+    let applied = round(&api, &repo, false).await;
+    let cluster = applied.cluster.as_ref().unwrap();
+    assert!(cluster.rejected.is_empty() && cluster.error.is_none(), "{cluster:?}");
+    let created = api.get(MS, "MachineSet", Some(MAPI), "winb").expect("created");
+    assert_eq!(created["metadata"]["labels"]["app.kubernetes.io/managed-by"], "winfleet");
+    assert_eq!(created["spec"]["replicas"], 1);
+    let managers: Vec<&str> = created["metadata"]["managedFields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["manager"].as_str().unwrap())
+        .collect();
+    assert_eq!(managers, ["winfleet"]);
+    assert!(api.get(MS, "MachineSet", Some(MAPI), "old").is_none(), "managed and gone from the repository: deleted");
+    assert_eq!(api.get(MS, "MachineSet", Some(MAPI), "theirs").unwrap()["spec"]["replicas"], 2, "unmanaged: untouched");
+    assert_eq!(written(&api, "machinesets", "theirs"), 0);
+    assert!(api.get(MS, "MachineSet", Some(MAPI), "linux-workers").is_some());
+    assert_eq!(event_reasons(&api, "winb"), ["MachineSetCreated"]);
+    assert_eq!(event_reasons(&api, "old"), ["MachineSetDeleted"]);
+    assert_eq!(event_reasons(&api, "theirs"), ["MachineSetConflict"]);
+
+    // In sync: nothing planned, nothing written.
+    let before = api.history().len();
+    let again = round(&api, &repo, false).await;
+    assert!(again.cluster.as_ref().unwrap().machine_sets.is_empty());
+    assert_eq!(api.history().iter().skip(before).filter(|w| w.resource == "machinesets").count(), 0);
+
+    // A replica change is an update, shown plainly; adoption takes over "theirs".
+    repo.machine_set("winb", 3, false);
+    repo.machine_set("theirs", 5, true);
+    let plan = round(&api, &repo, true).await;
+    let text = plan.render_text();
+    assert!(text.contains("MachineSet winb: ~ update, replicas 1 -> 3"), "{text}");
+    assert!(text.contains("MachineSet theirs: ~ update, replicas 2 -> 5"), "{text}");
+    round(&api, &repo, false).await;
+    assert_eq!(api.get(MS, "MachineSet", Some(MAPI), "winb").unwrap()["spec"]["replicas"], 3);
+    let adopted = api.get(MS, "MachineSet", Some(MAPI), "theirs").unwrap();
+    assert_eq!(adopted["spec"]["replicas"], 5);
+    assert_eq!(adopted["metadata"]["labels"]["app.kubernetes.io/managed-by"], "winfleet");
+    assert_eq!(adopted["metadata"]["labels"]["owner"], "someone-else", "SSA leaves other managers' fields");
+}
+
+fn node_labels(api: &ApiServer, name: &str) -> Value {
+    api.get("v1", "Node", None, name).unwrap()["metadata"]["labels"].clone()
+}
+
+fn node_taints(api: &ApiServer, name: &str) -> BTreeSet<String> {
+    let node = api.get("v1", "Node", None, name).unwrap();
+    node["spec"]["taints"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| {
+                    format!(
+                        "{}={}:{}",
+                        t["key"].as_str().unwrap(),
+                        t["value"].as_str().unwrap_or(""),
+                        t["effect"].as_str().unwrap()
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn node_labels_taints_and_annotations_only_managed_keys_change() {
+    let api = ApiServer::new();
+    let mut node = fixtures::node(
+        "win-a",
+        &[("InternalIP", "10.1.0.5"), ("Hostname", "win-a")],
+        true,
+        &[("team", "old"), ("keep", "me")],
+    );
+    node["spec"]["taints"] = json!([{"key": "os", "value": "Windows", "effect": "NoSchedule"}]);
+    api.seed(node);
+    api.seed(fixtures::node("win-b", &[("InternalIP", "10.1.0.6")], true, &[]));
+    let repo = Repo::new();
+    repo.instances(
+        "  - address: 10.1.0.5\n    labels:\n      team: payments\n      tier: gold\n    annotations:\n      example.com/owner: ops\n    taints:\n    - key: dedicated\n      value: payments\n      effect: NoSchedule\n  - address: 10.9.9.9\n",
+    );
+    let report = round(&api, &repo, false).await;
+    let cluster = report.cluster.as_ref().unwrap();
+    assert_eq!(cluster.unassociated.len(), 1);
+    assert_eq!(cluster.unassociated[0].address, "10.9.9.9");
+    assert!(cluster.unassociated[0].reason.contains("no Windows Node has address 10.9.9.9"));
+    assert!(report.nodes.iter().all(|n| n.failed()), "SSH is refused, and that does not stop the cluster part");
+
+    assert_eq!(node_labels(&api, "win-a")["team"], "payments");
+    assert_eq!(node_labels(&api, "win-a")["tier"], "gold");
+    assert_eq!(node_labels(&api, "win-a")["keep"], "me");
+    let annotations = api.get("v1", "Node", None, "win-a").unwrap()["metadata"]["annotations"].clone();
+    assert_eq!(annotations["example.com/owner"], "ops");
+    assert!(annotations[MANAGED_KEYS_ANNOTATION].as_str().unwrap().contains("tier"));
+    assert_eq!(
+        node_taints(&api, "win-a"),
+        ["dedicated=payments:NoSchedule".to_owned(), "os=Windows:NoSchedule".to_owned()].into()
+    );
+    assert_eq!(written(&api, "nodes", "win-b"), 0, "not an instance: untouched");
+    assert_eq!(event_reasons(&api, "win-a"), ["NodeMetadataUpdated"]);
+
+    // Keys leave the repository: removed; a hand-added key stays; a changed value is set.
+    api.update("v1", "Node", None, "win-a", |n| n["metadata"]["labels"]["hand"] = json!("added"));
+    repo.instances("  - address: 10.1.0.5\n    labels:\n      team: platform\n");
+    round(&api, &repo, false).await;
+    let labels = node_labels(&api, "win-a");
+    assert_eq!(labels["team"], "platform");
+    assert!(labels.get("tier").is_none());
+    assert_eq!(labels["keep"], "me");
+    assert_eq!(labels["hand"], "added");
+    let annotations = api.get("v1", "Node", None, "win-a").unwrap()["metadata"]["annotations"].clone();
+    assert!(annotations.get("example.com/owner").is_none());
+    assert_eq!(node_taints(&api, "win-a"), ["os=Windows:NoSchedule".to_owned()].into());
+
+    // In sync: no write.
+    let before = written(&api, "nodes", "win-a");
+    let again = round(&api, &repo, false).await;
+    assert!(again.cluster.as_ref().unwrap().nodes.is_empty());
+    assert_eq!(written(&api, "nodes", "win-a"), before);
+}
+
+#[tokio::test]
+async fn a_dry_run_rejection_aborts_the_whole_cluster_plan() {
+    let api = ApiServer::new();
+    api.seed(fixtures::node("win-a", &[("InternalIP", "10.1.0.5")], true, &[]));
+    api.seed(fixtures::node("win-b", &[("InternalIP", "10.1.0.6")], true, &[]));
+    api.reject(|a| (a.resource == "nodes" && a.name == "win-b").then(|| "policy: no team label on win-b".to_owned()));
+    let repo = Repo::new();
+    repo.instances(
+        "  - address: 10.1.0.5\n    labels:\n      team: a\n  - address: 10.1.0.6\n    labels:\n      team: b\n",
+    );
+    repo.machine_set("winb", 1, false);
+    let before = api.history().len();
+    let report = round(&api, &repo, false).await;
+    let cluster = report.cluster.as_ref().unwrap();
+    assert_eq!(cluster.rejected.len(), 1, "{cluster:?}");
+    assert_eq!(cluster.rejected[0].target, "Node/win-b");
+    assert!(cluster.rejected[0].outcome.to_string().contains("policy: no team label on win-b"));
+    assert!(report.failed());
+    let writes: Vec<String> = api
+        .history()
+        .iter()
+        .skip(before)
+        .filter(|w| w.resource != "events")
+        .map(|w| format!("{} {}", w.verb, w.name))
+        .collect();
+    assert!(writes.is_empty(), "nothing written after a rejected dry run: {writes:?}");
+    assert!(api.get(MS, "MachineSet", Some(MAPI), "winb").is_none());
+    assert!(node_labels(&api, "win-a").get("team").is_none(), "win-a's own patch was fine, but nothing is written");
+    assert_eq!(event_reasons(&api, "win-b"), ["DryRunRejected"]);
+    assert!(report.render_text().contains("nothing was written to the cluster"));
+}
+
+#[tokio::test]
+async fn the_cluster_proxy_no_proxy_is_appended_and_observed() {
+    let api = ApiServer::new();
+    api.seed(fixtures::proxy_cluster(".cluster.local,.svc,10.128.0.0/14,api-int.example.com"));
+    api.seed(fixtures::node("win-a", &[("InternalIP", "10.1.0.5")], false, &[]));
+    let facts = observe(&api.client()).await.unwrap();
+    assert_eq!(facts.cluster_no_proxy.as_deref(), Some(".cluster.local,.svc,10.128.0.0/14,api-int.example.com"));
+    assert!(!facts.nodes["win-a"].ready);
+    let repo = Repo::new();
+    repo.instances("  - address: 10.1.0.5\n");
+    repo.write(
+        "proxy.yaml",
+        "apiVersion: config.openshift.io/v1\nkind: Proxy\nmetadata:\n  name: cluster\nspec:\n  httpProxy: http://proxy:3128\n  noProxy: .svc,example.com\n",
+    );
+    let report = round(&api, &repo, true).await;
+    // The node is unreachable here; the merged value shows in the spec the engine was given.
+    assert!(report.nodes[0].failed());
+    let desired = repo.desired();
+    let spec = &desired.instances["10.1.0.5"].spec;
+    let merged = spec.with_cluster_no_proxy(facts.cluster_no_proxy.as_deref().unwrap()).unwrap();
+    assert_eq!(merged.environment["NO_PROXY"], ".svc,example.com,.cluster.local,10.128.0.0/14,api-int.example.com");
+}
+
+/// A simulated host: a reboot takes the node down (SSH refused, Node
+/// NotReady in the API server) and brings it back with a new boot id after
+/// `boot_time`, unless it never comes back.
+#[derive(Clone)]
+struct SimHost {
+    api: ApiServer,
+    boot_time: Duration,
+    never_back: BTreeSet<String>,
+    state: Arc<Mutex<HashMap<String, (u32, bool)>>>, // address -> (boot number, down)
+    nodes: BTreeMap<String, String>,                 // address -> node name
+}
+
+impl SimHost {
+    fn new(api: &ApiServer, nodes: &[(&str, &str)], boot_time: Duration) -> Self {
+        SimHost {
+            api: api.clone(),
+            boot_time,
+            never_back: BTreeSet::new(),
+            state: Arc::default(),
+            nodes: nodes.iter().map(|(a, n)| ((*a).to_owned(), (*n).to_owned())).collect(),
+        }
+    }
+}
+
+fn set_ready(api: &ApiServer, node: &str, ready: bool) {
+    api.update("v1", "Node", None, node, |n| {
+        n["status"]["conditions"][0]["status"] = json!(if ready { "True" } else { "False" });
+    });
+}
+
+impl Host for SimHost {
+    async fn boot_id(&self, instance: &Instance) -> Result<String, String> {
+        let state = self.state.lock().unwrap();
+        match state.get(&instance.address).copied().unwrap_or((0, false)) {
+            (_, true) => Err("Connection refused".into()),
+            (boot, false) => Ok(format!("boot-{boot}")),
+        }
+    }
+
+    async fn reboot(&self, instance: &Instance) -> Result<(), String> {
+        let address = instance.address.clone();
+        let node = self.nodes[&address].clone();
+        self.state.lock().unwrap().entry(address.clone()).or_default().1 = true;
+        set_ready(&self.api, &node, false);
+        if self.never_back.contains(&address) {
+            return Ok(());
+        }
+        let (api, state, boot_time) = (self.api.clone(), Arc::clone(&self.state), self.boot_time);
+        tokio::spawn(async move {
+            tokio::time::sleep(boot_time).await;
+            {
+                let mut state = state.lock().unwrap();
+                let entry = state.entry(address).or_default();
+                *entry = (entry.0 + 1, false);
+            }
+            set_ready(&api, &node, true);
+        });
+        Ok(())
+    }
+}
+
+/// Instances (posix, unreachable: the simulated host stands in) and seeded
+/// Windows Nodes win-1..n at 10.2.0.1..n.
+fn fleet(api: &ApiServer, n: usize) -> (Vec<Instance>, Vec<(String, String)>) {
+    let repo = Repo::new();
+    let entries: String = (1..=n).map(|i| format!("  - address: 10.2.0.{i}\n")).collect();
+    repo.instances(&entries);
+    let desired = repo.desired();
+    let mut pairs = Vec::new();
+    for i in 1..=n {
+        api.seed(fixtures::node(&format!("win-{i}"), &[("InternalIP", &format!("10.2.0.{i}"))], true, &[]));
+        pairs.push((format!("10.2.0.{i}"), format!("win-{i}")));
+    }
+    (desired.instances.into_values().collect(), pairs)
+}
+
+async fn candidates<'a>(api: &ApiServer, instances: &'a [Instance]) -> Vec<Candidate<'a>> {
+    let facts = observe(&api.client()).await.unwrap();
+    instances
+        .iter()
+        .map(|i| {
+            let name = format!("win-{}", i.address.rsplit('.').next().unwrap());
+            Candidate { instance: i, node: facts.nodes[&name].clone() }
+        })
+        .collect()
+}
+
+fn rollout_options() -> RolloutOptions {
+    RolloutOptions {
+        max_unavailable: 1,
+        drain_timeout: Duration::from_secs(300),
+        reboot_timeout: Duration::from_secs(600),
+        poll: Duration::from_secs(5),
+    }
+}
+
+/// (time since start, node, unschedulable) for every Node write by winfleet
+/// that changed `spec.unschedulable`.
+fn cordon_timeline(api: &ApiServer, start: tokio::time::Instant) -> Vec<(Duration, String, bool)> {
+    let mut last: HashMap<String, bool> = HashMap::new();
+    let mut out = Vec::new();
+    for w in api.history().iter().filter(|w| w.resource == "nodes") {
+        let now = w.object["spec"]["unschedulable"].as_bool().unwrap_or(false);
+        let by_winfleet = w.field_manager.as_deref() == Some("winfleet");
+        if last.insert(w.name.clone(), now).unwrap_or(false) != now && by_winfleet {
+            out.push((w.at.duration_since(start), w.name.clone(), now));
+        }
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn three_nodes_reboot_strictly_one_at_a_time() {
+    let api = ApiServer::new();
+    let (instances, pairs) = fleet(&api, 3);
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(a, n)| (a.as_str(), n.as_str())).collect();
+    let host = SimHost::new(&api, &pairs, Duration::from_secs(90));
+    for i in 1..=3 {
+        api.seed(fixtures::pod(
+            "apps",
+            &format!("web-{i}"),
+            &format!("win-{i}"),
+            &[("app", "web")],
+            Some("ReplicaSet"),
+        ));
+        api.seed(fixtures::pod("kube-system", &format!("ds-{i}"), &format!("win-{i}"), &[], Some("DaemonSet")));
+    }
+    let start = tokio::time::Instant::now();
+    let events = Events::new(api.client());
+    let reports =
+        rollout::rollout(&api.client(), &events, &host, candidates(&api, &instances).await, &[], rollout_options())
+            .await;
+    let results: Vec<(String, RebootResult)> = reports.into_iter().map(|r| (r.node, r.result)).collect();
+    let rebooted = |evicted| RebootResult::Rebooted { evicted, resumed: false };
+    assert_eq!(
+        results,
+        [("win-1".to_owned(), rebooted(1)), ("win-2".to_owned(), rebooted(1)), ("win-3".to_owned(), rebooted(1))]
+    );
+    let timeline = cordon_timeline(&api, start);
+    let order: Vec<String> =
+        timeline.iter().map(|(_, n, c)| format!("{} {n}", if *c { "cordon" } else { "uncordon" })).collect();
+    assert_eq!(
+        order,
+        ["cordon win-1", "uncordon win-1", "cordon win-2", "uncordon win-2", "cordon win-3", "uncordon win-3"]
+    );
+    for pair in timeline.chunks(2) {
+        let held = pair[1].0 - pair[0].0;
+        assert!(held >= Duration::from_secs(90), "{} was back before its boot time: {held:?}", pair[0].1);
+        assert!(held <= Duration::from_secs(90) + Duration::from_secs(15), "{} held too long: {held:?}", pair[0].1);
+    }
+    for w in timeline.windows(2) {
+        assert!(w[0].0 <= w[1].0);
+    }
+    // DaemonSet pods stay; the others were evicted through the Eviction API.
+    assert_eq!(
+        api.list("v1", "Pod").iter().map(|p| p["metadata"]["name"].as_str().unwrap().to_owned()).collect::<Vec<_>>(),
+        ["ds-1", "ds-2", "ds-3"]
+    );
+    assert_eq!(api.history().iter().filter(|w| w.verb == "evict").count(), 3);
+    for i in 1..=3 {
+        let node = api.get("v1", "Node", None, &format!("win-{i}")).unwrap();
+        let annotations = node["metadata"]["annotations"].as_object().cloned().unwrap_or_default();
+        for key in [REBOOTING_ANNOTATION, CORDONED_ANNOTATION, REBOOT_REQUIRED_ANNOTATION] {
+            assert!(!annotations.contains_key(key), "win-{i} still has {key}");
+        }
+        assert!(!node["spec"]["unschedulable"].as_bool().unwrap_or(false));
+        assert_eq!(event_reasons(&api, &format!("win-{i}")), ["Cordoned", "Rebooting", "Rebooted"]);
+    }
+    // WMCO's signal was up while each node was disrupted.
+    let flagged = api
+        .history()
+        .iter()
+        .filter(|w| {
+            w.resource == "nodes" && w.object["metadata"]["annotations"].get(REBOOT_REQUIRED_ANNOTATION).is_some()
+        })
+        .count();
+    assert!(flagged >= 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_node_that_never_comes_back_stops_the_rollout() {
+    let api = ApiServer::new();
+    let (instances, pairs) = fleet(&api, 3);
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(a, n)| (a.as_str(), n.as_str())).collect();
+    let mut host = SimHost::new(&api, &pairs, Duration::from_secs(60));
+    host.never_back.insert("10.2.0.1".into());
+    let events = Events::new(api.client());
+    let start = tokio::time::Instant::now();
+    let reports =
+        rollout::rollout(&api.client(), &events, &host, candidates(&api, &instances).await, &[], rollout_options())
+            .await;
+    assert!(
+        matches!(&reports[0].result, RebootResult::Failed { stage: RebootStage::WaitBack, reason } if reason.contains("did not come back within 600s") && reason.contains("does not answer over SSH")),
+        "{reports:?}"
+    );
+    for r in &reports[1..] {
+        assert!(
+            matches!(&r.result, RebootResult::NotStarted { reason } if reason.contains("node win-1 is not back")),
+            "{r:?}"
+        );
+    }
+    assert!(tokio::time::Instant::now().duration_since(start) >= Duration::from_secs(600));
+    let win1 = api.get("v1", "Node", None, "win-1").unwrap();
+    assert_eq!(win1["spec"]["unschedulable"], true, "a node that is not back stays cordoned");
+    assert!(win1["metadata"]["annotations"].get(REBOOTING_ANNOTATION).is_some());
+    assert_eq!(written(&api, "nodes", "win-2"), 0);
+    assert_eq!(event_reasons(&api, "win-1"), ["Cordoned", "Rebooting", "RebootFailed"]);
+
+    // The next round: win-1 still holds the only slot, so nothing else starts.
+    let facts = observe(&api.client()).await.unwrap();
+    let rest: Vec<Candidate<'_>> = candidates(&api, &instances).await.into_iter().skip(1).collect();
+    let others: Vec<String> = facts.nodes.values().filter(|n| n.in_disruption()).map(|n| n.name.clone()).collect();
+    assert_eq!(others, ["win-1"]);
+    let reports = rollout::rollout(&api.client(), &events, &host, rest, &others, rollout_options()).await;
+    assert!(
+        reports.iter().all(|r| matches!(&r.result, RebootResult::NotStarted { reason } if reason.contains("win-1"))),
+        "{reports:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_blocked_by_a_disruption_budget_waits_until_released() {
+    let api = ApiServer::new();
+    let (instances, pairs) = fleet(&api, 2);
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(a, n)| (a.as_str(), n.as_str())).collect();
+    let host = SimHost::new(&api, &pairs, Duration::from_secs(30));
+    api.seed(fixtures::pod("apps", "db-0", "win-1", &[("app", "db")], Some("StatefulSet")));
+    api.seed(fixtures::pod("apps", "db-1", "win-2", &[("app", "db")], Some("StatefulSet")));
+    api.seed(fixtures::pdb("apps", "db", &[("app", "db")], Some(json!(2)), None));
+    let only_first: Vec<Instance> = instances.into_iter().take(1).collect();
+    let candidates = candidates(&api, &only_first).await;
+    let events = Events::new(api.client());
+    let client = api.client();
+    let rollout = rollout::rollout(&client, &events, &host, candidates, &[], rollout_options());
+    let meanwhile = async {
+        tokio::time::sleep(Duration::from_secs(120)).await;
+        assert!(api.get("v1", "Pod", Some("apps"), "db-0").is_some(), "the budget holds the pod");
+        assert_eq!(event_reasons(&api, "win-1"), ["Cordoned", "DrainBlocked"], "reported once, retried");
+        assert_eq!(api.get("v1", "Node", None, "win-1").unwrap()["spec"]["unschedulable"], true);
+        // A third replica becomes healthy elsewhere: the budget allows the eviction.
+        api.seed(fixtures::pod("apps", "db-2", "win-2", &[("app", "db")], Some("StatefulSet")));
+    };
+    let (reports, ()) = tokio::join!(rollout, meanwhile);
+    assert_eq!(reports[0].result, RebootResult::Rebooted { evicted: 1, resumed: false });
+    assert!(api.get("v1", "Pod", Some("apps"), "db-0").is_none());
+    assert_eq!(event_reasons(&api, "win-1"), ["Cordoned", "DrainBlocked", "Rebooting", "Rebooted"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_drain_that_times_out_uncordons_and_the_rollout_goes_on() {
+    let api = ApiServer::new();
+    let (instances, pairs) = fleet(&api, 2);
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(a, n)| (a.as_str(), n.as_str())).collect();
+    let host = SimHost::new(&api, &pairs, Duration::from_secs(30));
+    api.seed(fixtures::pod("apps", "db-0", "win-1", &[("app", "db")], Some("StatefulSet")));
+    api.seed(fixtures::pdb("apps", "db", &[("app", "db")], None, Some(json!(0))));
+    let events = Events::new(api.client());
+    let reports =
+        rollout::rollout(&api.client(), &events, &host, candidates(&api, &instances).await, &[], rollout_options())
+            .await;
+    assert!(
+        matches!(&reports[0].result, RebootResult::Failed { stage: RebootStage::Drain, reason } if reason.contains("drain timed out after 300s") && reason.contains("apps/db-0") && reason.contains("disruption budget")),
+        "{reports:?}"
+    );
+    assert_eq!(reports[1].result, RebootResult::Rebooted { evicted: 0, resumed: false });
+    let win1 = api.get("v1", "Node", None, "win-1").unwrap();
+    assert_eq!(win1["spec"]["unschedulable"], false, "nothing was disrupted: uncordoned");
+    assert!(win1["metadata"]["annotations"].get(REBOOTING_ANNOTATION).is_none());
+    assert!(win1["metadata"]["annotations"].get(REBOOT_REQUIRED_ANNOTATION).is_some(), "the reboot is still owed");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_reboot_interrupted_by_a_crash_is_finished_by_the_next_round() {
+    let api = ApiServer::new();
+    let (instances, pairs) = fleet(&api, 2);
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(a, n)| (a.as_str(), n.as_str())).collect();
+    let host = SimHost::new(&api, &pairs, Duration::from_secs(30));
+    // An earlier winfleet cordoned win-2 and rebooted it (boot-0 -> boot-1), then died.
+    host.state.lock().unwrap().insert("10.2.0.2".into(), (1, false));
+    api.update("v1", "Node", None, "win-2", |n| {
+        n["spec"]["unschedulable"] = json!(true);
+        n["metadata"]["annotations"] =
+            json!({REBOOTING_ANNOTATION: "boot-0", CORDONED_ANNOTATION: "true", REBOOT_REQUIRED_ANNOTATION: ""});
+    });
+    let events = Events::new(api.client());
+    let start = tokio::time::Instant::now();
+    let reports =
+        rollout::rollout(&api.client(), &events, &host, candidates(&api, &instances).await, &[], rollout_options())
+            .await;
+    assert_eq!(reports[0].node, "win-2", "the disrupted node is finished first");
+    assert_eq!(reports[0].result, RebootResult::Rebooted { evicted: 0, resumed: true });
+    assert_eq!(reports[1].result, RebootResult::Rebooted { evicted: 0, resumed: false });
+    let order: Vec<String> = cordon_timeline(&api, start)
+        .iter()
+        .map(|(_, n, c)| format!("{} {n}", if *c { "cordon" } else { "uncordon" }))
+        .collect();
+    assert_eq!(order, ["uncordon win-2", "cordon win-1", "uncordon win-1"]);
+    assert_eq!(host.state.lock().unwrap()["10.2.0.2"].0, 1, "win-2 had rebooted already: not rebooted again");
+}

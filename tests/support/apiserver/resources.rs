@@ -1,0 +1,196 @@
+//! The served resource types and request-path parsing.
+
+/// One served resource type (the analogue of an APIResource in discovery).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Resource {
+    /// API group; "" is the core group.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+    pub namespaced: bool,
+    /// Has a `status` subresource: writes to the main resource keep the
+    /// stored status, writes to `/status` change only the status.
+    pub status: bool,
+    /// Field selector labels besides metadata.name / metadata.namespace,
+    /// each with the JSON path it reads.
+    pub fields: &'static [(&'static str, &'static [&'static str])],
+}
+
+impl Resource {
+    /// `v1` or `group/version`.
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
+    }
+
+    /// The qualified resource as used in error messages: `pods`, `machinesets.machine.openshift.io`.
+    pub fn qualified(&self) -> String {
+        if self.group.is_empty() { self.plural.to_string() } else { format!("{}.{}", self.plural, self.group) }
+    }
+
+    /// The key of this type in the store.
+    pub fn key(&self) -> (&'static str, &'static str) {
+        (self.group, self.plural)
+    }
+}
+
+const POD_FIELDS: &[(&str, &[&str])] = &[
+    ("spec.nodeName", &["spec", "nodeName"]),
+    ("spec.restartPolicy", &["spec", "restartPolicy"]),
+    ("spec.schedulerName", &["spec", "schedulerName"]),
+    ("spec.serviceAccountName", &["spec", "serviceAccountName"]),
+    ("status.phase", &["status", "phase"]),
+    ("status.podIP", &["status", "podIP"]),
+    ("status.nominatedNodeName", &["status", "nominatedNodeName"]),
+];
+const NODE_FIELDS: &[(&str, &[&str])] = &[("spec.unschedulable", &["spec", "unschedulable"])];
+const CORE_EVENT_FIELDS: &[(&str, &[&str])] = &[
+    ("involvedObject.kind", &["involvedObject", "kind"]),
+    ("involvedObject.namespace", &["involvedObject", "namespace"]),
+    ("involvedObject.name", &["involvedObject", "name"]),
+    ("involvedObject.uid", &["involvedObject", "uid"]),
+    ("reason", &["reason"]),
+    ("type", &["type"]),
+    ("source", &["source", "component"]),
+];
+
+/// Every served resource type.
+pub(crate) static RESOURCES: &[Resource] = &[
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "Node",
+        plural: "nodes",
+        namespaced: false,
+        status: true,
+        fields: NODE_FIELDS,
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "Pod",
+        plural: "pods",
+        namespaced: true,
+        status: true,
+        fields: POD_FIELDS,
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        namespaced: true,
+        status: false,
+        fields: CORE_EVENT_FIELDS,
+    },
+    Resource {
+        group: "policy",
+        version: "v1",
+        kind: "PodDisruptionBudget",
+        plural: "poddisruptionbudgets",
+        namespaced: true,
+        status: true,
+        fields: &[],
+    },
+    Resource {
+        group: "events.k8s.io",
+        version: "v1",
+        kind: "Event",
+        plural: "events",
+        namespaced: true,
+        status: false,
+        fields: &[],
+    },
+    Resource {
+        group: "machine.openshift.io",
+        version: "v1beta1",
+        kind: "MachineSet",
+        plural: "machinesets",
+        namespaced: true,
+        status: true,
+        fields: &[],
+    },
+    Resource {
+        group: "machine.openshift.io",
+        version: "v1beta1",
+        kind: "Machine",
+        plural: "machines",
+        namespaced: true,
+        status: true,
+        fields: &[],
+    },
+    Resource {
+        group: "config.openshift.io",
+        version: "v1",
+        kind: "Proxy",
+        plural: "proxies",
+        namespaced: false,
+        status: true,
+        fields: &[],
+    },
+    Resource {
+        group: "coordination.k8s.io",
+        version: "v1",
+        kind: "Lease",
+        plural: "leases",
+        namespaced: true,
+        status: false,
+        fields: &[],
+    },
+];
+
+/// The resource served under `group`/`version` as `plural`.
+pub(crate) fn by_path(group: &str, version: &str, plural: &str) -> Option<&'static Resource> {
+    RESOURCES.iter().find(|r| r.group == group && r.version == version && r.plural == plural)
+}
+
+/// The resource for an object's `apiVersion` and `kind`.
+pub(crate) fn by_kind(api_version: &str, kind: &str) -> Option<&'static Resource> {
+    RESOURCES.iter().find(|r| r.api_version() == api_version && r.kind == kind)
+}
+
+/// What a request path addresses.
+#[derive(Debug)]
+pub(crate) struct Target {
+    pub res: &'static Resource,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub subresource: Option<String>,
+}
+
+/// Parses `/api/v1/...` and `/apis/{group}/{version}/...`; None when the
+/// path addresses nothing served (the caller answers 404).
+pub(crate) fn parse_path(path: &str) -> Option<Target> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return None,
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, plural, rest @ ..] => {
+            (Some((*ns).to_string()), std::iter::once(plural).chain(rest).collect::<Vec<_>>())
+        }
+        other => (None, other.iter().collect::<Vec<_>>()),
+    };
+    let (plural, name, sub) = match rest.as_slice() {
+        [plural] => (**plural, None, None),
+        [plural, name] => (**plural, Some((**name).to_string()), None),
+        [plural, name, sub] => (**plural, Some((**name).to_string()), Some((**sub).to_string())),
+        _ => return None,
+    };
+    let res = by_path(group, version, plural)?;
+    if !res.namespaced && namespace.is_some() {
+        return None;
+    }
+    if res.namespaced && namespace.is_none() && name.is_some() {
+        return None;
+    }
+    match sub.as_deref() {
+        None => {}
+        Some("status") if res.status => {}
+        Some("eviction") if res.group.is_empty() && res.plural == "pods" => {}
+        Some(_) => return None,
+    }
+    Some(Target { res, namespace, name, subresource: sub })
+}
