@@ -624,3 +624,22 @@ async fn a_reboot_interrupted_by_a_crash_is_finished_by_the_next_round() {
     assert_eq!(order, ["uncordon win-2", "cordon win-1", "uncordon win-1"]);
     assert_eq!(host.state.lock().unwrap()["10.2.0.2"].0, 1, "win-2 had rebooted already: not rebooted again");
 }
+
+#[tokio::test]
+async fn running_windows_machines_join_the_round_unless_ignored() {
+    let api = ApiServer::new();
+    api.seed(fixtures::node("win-m1", &[("InternalIP", "10.3.0.1")], true, &[]));
+    api.seed(fixtures::machine("ms-a-1", "Running", "10.3.0.1", "win-m1"));
+    let mut ignored = fixtures::machine("ms-a-2", "Running", "10.3.0.2", "win-m2");
+    ignored["metadata"]["labels"]["windowsmachineconfig.openshift.io/ignore"] = json!("true");
+    api.seed(ignored);
+    api.seed(fixtures::machine("ms-a-3", "Provisioning", "10.3.0.3", ""));
+    let repo = Repo::new();
+    repo.instances("  - address: 10.1.0.5\n");
+    let report = round(&api, &repo, true).await;
+    let addresses: Vec<&str> = report.nodes.iter().map(|n| n.address.as_str()).collect();
+    assert_eq!(addresses, ["10.1.0.5", "10.3.0.1"]);
+    let cluster = report.cluster.as_ref().unwrap();
+    assert_eq!(cluster.unassociated.iter().map(|u| u.address.as_str()).collect::<Vec<_>>(), ["10.1.0.5"]);
+    assert!(cluster.nodes.is_empty(), "Machine nodes get their metadata from the MachineSet template");
+}

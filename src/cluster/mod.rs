@@ -93,6 +93,12 @@ pub struct MachineObs {
     pub node: Option<String>,
     /// The MachineSet it belongs to (label `machine.openshift.io/cluster-api-machineset`).
     pub machine_set: Option<String>,
+    /// Its first `InternalIP` IPv4 address (WMCO-SPEC 6: a valid Machine has one).
+    pub internal_ip: Option<String>,
+    /// Labelled `windowsmachineconfig.openshift.io/ignore=true`: WMCO and winfleet leave it alone.
+    pub ignored: bool,
+    /// An Azure Machine (its SSH user is `capi`, not `Administrator`).
+    pub azure: bool,
 }
 
 /// Everything winfleet reads from the cluster in one round.

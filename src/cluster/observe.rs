@@ -118,5 +118,16 @@ fn machine_obs(machine: &DynamicObject) -> MachineObs {
             .unwrap_or_default(),
         node: str_at("/status/nodeRef/name"),
         machine_set: machine.labels().get("machine.openshift.io/cluster-api-machineset").cloned(),
+        internal_ip: data
+            .pointer("/status/addresses")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|a| a.get("type").and_then(Value::as_str) == Some("InternalIP"))
+            .filter_map(|a| a.get("address")?.as_str())
+            .find(|a| a.parse::<std::net::Ipv4Addr>().is_ok())
+            .map(str::to_owned),
+        ignored: machine.labels().get("windowsmachineconfig.openshift.io/ignore").is_some_and(|v| v == "true"),
+        azure: str_at("/spec/providerSpec/value/kind").is_some_and(|k| k.starts_with("Azure")),
     }
 }

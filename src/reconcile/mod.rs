@@ -31,7 +31,6 @@ use crate::cluster::{ClusterFacts, observe};
 use crate::desired::model::{Desired, Instance};
 use crate::engine::report::{NodeReport, NodeResult};
 use crate::engine::{self, RoundOptions};
-use crate::node::NodeSpec;
 use crate::ssh::Pool;
 use report::{ClusterReport, RoundReport, Unassociated};
 
@@ -73,16 +72,22 @@ pub async fn round<H: Host>(
             None
         }
     };
-    let adjusted = facts.as_ref().and_then(|f| f.cluster_no_proxy.as_deref()).map(|np| with_no_proxy(instances, np));
-    let instances: Vec<&Instance> = match &adjusted {
-        Some(owned) => owned.iter().collect(),
-        None => instances.to_vec(),
+    // Machine-backed Windows nodes are part of the fleet too (WMCO
+    // configures them alike): their files and proxy converge, and their
+    // reboots share the maxUnavailable budget with BYOH nodes.
+    let machines = match (&facts, options.whole_fleet) {
+        (Some(f), true) => machine_instances(desired, f, instances),
+        _ => Vec::new(),
     };
+    let no_proxy = facts.as_ref().and_then(|f| f.cluster_no_proxy.as_deref());
+    let owned: Vec<Instance> = instances.iter().copied().chain(&machines).map(|i| with_no_proxy(i, no_proxy)).collect();
+    let all: Vec<&Instance> = owned.iter().collect();
+    let byoh = &all[..instances.len()];
     let Some(facts) = facts else {
-        let nodes = node_round(pool, instances.iter().copied(), options, on_node).await;
+        let nodes = node_round(pool, all.iter().copied(), options, on_node).await;
         return RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) };
     };
-    let resolved = resolve_all(instances.iter().map(|i| i.address.as_str())).await;
+    let resolved = resolve_all(all.iter().map(|i| i.address.as_str())).await;
     let associations = associate(&resolved, &facts.nodes);
     report.unassociated = associations
         .iter()
@@ -97,7 +102,7 @@ pub async fn round<H: Host>(
     let machine_sets = if options.whole_fleet { &desired.machine_sets } else { &empty };
     let live_sets = if options.whole_fleet { facts.machine_sets.clone() } else { BTreeMap::new() };
     let plan_facts = ClusterFacts { machine_sets: live_sets, ..facts.clone() };
-    let plan = cluster_apply::plan(instances.iter().copied(), machine_sets, &plan_facts, &associations);
+    let plan = cluster_apply::plan(byoh.iter().copied(), machine_sets, &plan_facts, &associations);
     report.set_plan(&plan);
     let events = Events::new(cluster.client.clone());
     let mut writable = !options.dry_run;
@@ -108,12 +113,11 @@ pub async fn round<H: Host>(
             publish_rejections(&events, &report, &facts).await;
         }
     }
-    let nodes = node_round(pool, instances.iter().copied(), options, on_node).await;
+    let nodes = node_round(pool, all.iter().copied(), options, on_node).await;
     if writable {
         let outcomes = cluster_apply::write(&cluster.client, &events, &plan, &plan_facts).await;
         report.set_outcomes(outcomes);
-        report.reboots =
-            reboots(cluster, &events, host, &facts, &associations, &instances, &nodes, options.rollout).await;
+        report.reboots = reboots(cluster, &events, host, &facts, &associations, &all, &nodes, options.rollout).await;
     }
     RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) }
 }
@@ -128,24 +132,38 @@ async fn node_round<'a>(
     engine::round(pool, instances, node_options, on_node).await
 }
 
-/// The instances with the cluster's no-proxy entries merged into their
-/// specs (one new spec per distinct spec, shared as before).
-fn with_no_proxy(instances: &[&Instance], cluster_no_proxy: &str) -> Vec<Instance> {
-    let mut merged: BTreeMap<*const NodeSpec, Arc<NodeSpec>> = BTreeMap::new();
-    instances
-        .iter()
-        .map(|instance| {
-            let key = Arc::as_ptr(&instance.spec);
-            let spec = merged
-                .entry(key)
-                .or_insert_with(|| {
-                    instance
-                        .spec
-                        .with_cluster_no_proxy(cluster_no_proxy)
-                        .map_or_else(|| Arc::clone(&instance.spec), Arc::new)
-                })
-                .clone();
-            Instance { spec, ..(*instance).clone() }
+/// The instance with the cluster's no-proxy entries merged into its spec.
+fn with_no_proxy(instance: &Instance, cluster_no_proxy: Option<&str>) -> Instance {
+    match cluster_no_proxy.and_then(|np| instance.spec.with_cluster_no_proxy(np)) {
+        Some(spec) => Instance { spec: Arc::new(spec), ..instance.clone() },
+        None => instance.clone(),
+    }
+}
+
+/// Running Windows Machines with a Node and an InternalIP, as instances
+/// (WMCO-SPEC 6: user `Administrator`, `capi` on Azure; the Fleet's default
+/// port and shell), unless ignored or already listed as a BYOH instance.
+fn machine_instances(desired: &Desired, facts: &ClusterFacts, listed: &[&Instance]) -> Vec<Instance> {
+    let listed: BTreeSet<&str> = listed.iter().map(|i| i.address.as_str()).collect();
+    let shell = desired.fleet.default_shell;
+    let Some(spec) = desired.specs.get(&shell) else { return Vec::new() };
+    facts
+        .machines
+        .values()
+        .filter(|m| !m.ignored && m.phase.as_deref() == Some("Running") && m.node.is_some())
+        .filter_map(|m| {
+            let ip = m.internal_ip.clone()?;
+            (!listed.contains(ip.as_str()) && !desired.instances.contains_key(&ip)).then(|| Instance {
+                address: ip,
+                username: if m.azure { "capi" } else { "Administrator" }.to_owned(),
+                port: desired.fleet.default_port,
+                shell,
+                labels: BTreeMap::new(),
+                annotations: BTreeMap::new(),
+                taints: Vec::new(),
+                origin: format!("Machine {}", m.name),
+                spec: Arc::clone(spec),
+            })
         })
         .collect()
 }
