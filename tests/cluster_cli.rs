@@ -19,14 +19,7 @@ fn write(dir: &Path, rel: &str, content: &str) {
 /// A repository for the fleet: posix nodes, a label per instance, a proxy.
 fn repo(fleet: &TestFleet, proxy: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    write(
-        dir.path(),
-        "fleet.yaml",
-        &format!(
-            "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: t\nspec:\n  defaults:\n    username: {}\n    port: {}\n    shell: posix\n  registries:\n    posixDir: certs.d\n  environment:\n    posixDir: systemd\n",
-            fleet.user, fleet.port
-        ),
-    );
+    write(dir.path(), "fleet.yaml", &fleet.fleet_yaml());
     let mut list = String::from(
         "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: t\nspec:\n  instances:\n",
     );

@@ -28,13 +28,7 @@ impl Repo {
     fn new(fleet: &TestFleet) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let repo = Repo { dir };
-        repo.write(
-            "fleet.yaml",
-            &format!(
-                "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: test\nspec:\n  defaults:\n    username: {}\n    port: {}\n    shell: posix\n  registries:\n    posixDir: certs.d\n  environment:\n    posixDir: systemd\n",
-                fleet.user, fleet.port
-            ),
-        );
+        repo.write("fleet.yaml", &fleet.fleet_yaml());
         let mut list = String::from(
             "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: test\nspec:\n  instances:\n",
         );

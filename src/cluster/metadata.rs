@@ -198,14 +198,7 @@ mod tests {
             annotations: BTreeMap::new(),
             taints: taints.iter().map(|(k, v, e)| Taint { key: (*k).into(), value: (*v).into(), effect: *e }).collect(),
             origin: "t".into(),
-            spec: Arc::new(crate::node::NodeSpec {
-                shell: Shell::Posix,
-                registries_dir: "r".into(),
-                registries: BTreeMap::new(),
-                environment: BTreeMap::new(),
-                environment_dir: None,
-                services: Vec::new(),
-            }),
+            spec: Arc::new(crate::node::NodeSpec::empty(Shell::Posix)),
         }
     }
 

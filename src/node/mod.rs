@@ -45,6 +45,18 @@ pub struct NodeSpec {
 }
 
 impl NodeSpec {
+    /// A spec with nothing to manage (tests start from it).
+    pub fn empty(shell: Shell) -> NodeSpec {
+        NodeSpec {
+            shell,
+            registries_dir: String::new(),
+            registries: BTreeMap::new(),
+            environment: BTreeMap::new(),
+            environment_dir: None,
+            services: Vec::new(),
+        }
+    }
+
     /// This spec with the cluster's own no-proxy entries (the cluster
     /// Proxy's `status.noProxy`) appended to `NO_PROXY` where the
     /// repository's list lacks them (WMCO-SPEC decision 8), so that
@@ -192,14 +204,7 @@ mod tests {
 
     #[test]
     fn cluster_no_proxy_entries_are_appended_once_and_only_with_a_proxy() {
-        let mut spec = NodeSpec {
-            shell: Shell::Posix,
-            registries_dir: "r".into(),
-            registries: BTreeMap::new(),
-            environment: BTreeMap::new(),
-            environment_dir: None,
-            services: Vec::new(),
-        };
+        let mut spec = NodeSpec::empty(Shell::Posix);
         assert_eq!(spec.with_cluster_no_proxy(".cluster.local,10.0.0.0/16"), None, "no proxy, nothing to add");
         spec.environment.insert("HTTP_PROXY".into(), "http://proxy:3128".into());
         spec.environment.insert("NO_PROXY".into(), "example.com,.CLUSTER.local".into());

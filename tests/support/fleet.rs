@@ -157,6 +157,15 @@ impl TestFleet {
         self.dir.path()
     }
 
+    /// A Fleet document for this fleet: posix shell, its user and port,
+    /// registries and environment directories relative to each node's home.
+    pub fn fleet_yaml(&self) -> String {
+        format!(
+            "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: test\nspec:\n  defaults:\n    username: {}\n    port: {}\n    shell: posix\n  registries:\n    posixDir: certs.d\n  environment:\n    posixDir: systemd\n",
+            self.user, self.port
+        )
+    }
+
     /// An empty known_hosts path (for trust-on-first-use tests).
     pub fn empty_known_hosts(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
