@@ -303,26 +303,14 @@ async fn a_dry_run_rejection_aborts_the_whole_cluster_plan() {
 }
 
 #[tokio::test]
-async fn the_cluster_proxy_no_proxy_is_appended_and_observed() {
+async fn the_cluster_proxy_no_proxy_and_node_readiness_are_observed() {
     let api = ApiServer::new();
     api.seed(fixtures::proxy_cluster(".cluster.local,.svc,10.128.0.0/14,api-int.example.com"));
     api.seed(fixtures::node("win-a", &[("InternalIP", "10.1.0.5")], false, &[]));
     let facts = observe(&api.client()).await.unwrap();
     assert_eq!(facts.cluster_no_proxy.as_deref(), Some(".cluster.local,.svc,10.128.0.0/14,api-int.example.com"));
     assert!(!facts.nodes["win-a"].ready);
-    let repo = Repo::new();
-    repo.instances("  - address: 10.1.0.5\n");
-    repo.write(
-        "proxy.yaml",
-        "apiVersion: config.openshift.io/v1\nkind: Proxy\nmetadata:\n  name: cluster\nspec:\n  httpProxy: http://proxy:3128\n  noProxy: .svc,example.com\n",
-    );
-    let report = round(&api, &repo, true).await;
-    // The node is unreachable here; the merged value shows in the spec the engine was given.
-    assert!(report.nodes[0].failed());
-    let desired = repo.desired();
-    let spec = &desired.instances["10.1.0.5"].spec;
-    let merged = spec.with_cluster_no_proxy(facts.cluster_no_proxy.as_deref().unwrap()).unwrap();
-    assert_eq!(merged.environment["NO_PROXY"], ".svc,example.com,.cluster.local,10.128.0.0/14,api-int.example.com");
+    // The merge into NO_PROXY is checked end to end in tests/cluster_cli.rs.
 }
 
 /// A simulated host: a reboot takes the node down (SSH refused, Node
@@ -642,4 +630,22 @@ async fn running_windows_machines_join_the_round_unless_ignored() {
     let cluster = report.cluster.as_ref().unwrap();
     assert_eq!(cluster.unassociated.iter().map(|u| u.address.as_str()).collect::<Vec<_>>(), ["10.1.0.5"]);
     assert!(cluster.nodes.is_empty(), "Machine nodes get their metadata from the MachineSet template");
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_administrators_cordon_is_kept_after_a_safe_reboot() {
+    let api = ApiServer::new();
+    let (instances, pairs) = fleet(&api, 1);
+    let pairs: Vec<(&str, &str)> = pairs.iter().map(|(a, n)| (a.as_str(), n.as_str())).collect();
+    let host = SimHost::new(&api, &pairs, Duration::from_secs(30));
+    let candidates = candidates(&api, &instances).await;
+    // The administrator cordons the node after winfleet observed it.
+    api.update("v1", "Node", None, "win-1", |n| n["spec"]["unschedulable"] = json!(true));
+    let events = Events::new(api.client());
+    let reports = rollout::rollout(&api.client(), &events, &host, candidates, &[], rollout_options()).await;
+    assert_eq!(reports[0].result, RebootResult::Rebooted { evicted: 0, resumed: false });
+    let node = api.get("v1", "Node", None, "win-1").unwrap();
+    assert_eq!(node["spec"]["unschedulable"], true, "not winfleet's cordon: kept");
+    assert!(node["metadata"]["annotations"].get(CORDONED_ANNOTATION).is_none());
+    assert!(node["metadata"]["annotations"].get(REBOOTING_ANNOTATION).is_none());
 }

@@ -75,6 +75,7 @@ async fn live_plan_then_apply_labels_nodes_and_stops_when_a_rebooted_node_does_n
         let log = n.dir.join("systemctl.log");
         n.shim("systemctl", &format!("#!/bin/sh\necho \"$@\" >> '{}'\n", log.display()));
     }
+    api.seed(fixtures::proxy_cluster(".cluster.local,10.128.0.0/14"));
     let served = api.serve().await;
     let repo = repo(&fleet, "http://proxy.corp:3128");
     let git = |args: &[&str]| {
@@ -98,6 +99,8 @@ async fn live_plan_then_apply_labels_nodes_and_stops_when_a_rebooted_node_does_n
         "{out}"
     );
     assert!(out.contains("~ environment HTTP_PROXY: (unset) -> \"http://proxy.corp:3128\""), "{out}");
+    // The cluster Proxy's own no-proxy entries are added (WMCO-SPEC decision 8).
+    assert!(out.contains("~ environment NO_PROXY: (unset) -> \".cluster.local,10.128.0.0/14\""), "{out}");
     assert!(out.contains("Cluster plan: 0 MachineSet change(s), 0 conflict(s), 2 Node metadata change(s)"), "{out}");
     assert!(api.history().iter().all(|w| w.resource != "nodes"), "plan --live writes nothing");
 
@@ -133,8 +136,8 @@ async fn live_plan_then_apply_labels_nodes_and_stops_when_a_rebooted_node_does_n
     let win1 = node(&api, "win-1");
     assert!(win1["spec"]["unschedulable"].as_bool() != Some(true), "win-1 waits, not cordoned");
     assert!(
-        win1["metadata"]["annotations"]["windowsmachineconfig.openshift.io/reboot-required"].is_string(),
-        "owed, flagged for WMCO"
+        win1["metadata"]["annotations"].get("windowsmachineconfig.openshift.io/reboot-required").is_none(),
+        "set only when its turn comes: WMCO would reboot it outside winfleet's budget"
     );
 }
 

@@ -45,6 +45,17 @@ fn pod_name(pod: &Pod) -> String {
     )
 }
 
+fn pod_reference(pod: &Pod) -> k8s_openapi::api::core::v1::ObjectReference {
+    k8s_openapi::api::core::v1::ObjectReference {
+        api_version: Some("v1".into()),
+        kind: Some("Pod".into()),
+        namespace: pod.metadata.namespace.clone(),
+        name: pod.metadata.name.clone(),
+        uid: pod.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
 /// Evicts every pod that must leave `node`; returns how many were evicted.
 pub async fn drain(
     client: &Client,
@@ -59,8 +70,16 @@ pub async fn drain(
     let mut evicted: BTreeSet<String> = BTreeSet::new();
     let mut reported_blocked: BTreeSet<String> = BTreeSet::new();
     loop {
-        let pods = all.list(&on_node).await.map_err(|e| format!("cannot list the node's pods: {}", api_error(&e)))?;
-        let remaining: Vec<&Pod> = pods.items.iter().filter(|p| !stays(p)).collect();
+        let pods = match all.list(&on_node).await {
+            Ok(pods) => pods.items,
+            // The API server restarting or overloaded: try again until the deadline.
+            Err(kube::Error::Api(e)) if e.code >= 500 && Instant::now() < deadline => {
+                tokio::time::sleep(options.retry).await;
+                continue;
+            }
+            Err(e) => return Err(format!("cannot list the node's pods: {}", api_error(&e))),
+        };
+        let remaining: Vec<&Pod> = pods.iter().filter(|p| !stays(p)).collect();
         if remaining.is_empty() {
             return Ok(evicted.len());
         }
@@ -81,11 +100,15 @@ pub async fn drain(
                     let why = format!("eviction of pod {} is blocked: {}", pod_name(pod), e.message);
                     if reported_blocked.insert(pod_uid) {
                         tracing::info!(node = name, "{why}; retrying");
+                        let (regarding, pod_ref) = (Regarding::Node(name, uid), Some(pod_reference(pod)));
                         events
-                            .publish(Regarding::Node(name, uid), Reason::DrainBlocked, format!("{why}; retrying"))
+                            .publish_about(regarding, pod_ref, Reason::DrainBlocked, format!("{why}; retrying"))
                             .await;
                     }
                     blocked.push(why);
+                }
+                Err(kube::Error::Api(e)) if e.code == 503 || e.code == 504 => {
+                    blocked.push(format!("eviction of pod {}: {}", pod_name(pod), e.message));
                 }
                 Err(e) => return Err(format!("cannot evict pod {}: {}", pod_name(pod), api_error(&e))),
             }

@@ -120,6 +120,19 @@ impl Events {
 
     /// Publishes one event; a failure is logged, never returned.
     pub async fn publish(&self, regarding: Regarding<'_>, reason: Reason, note: impl Into<String>) {
+        self.publish_about(regarding, None, reason, note).await;
+    }
+
+    /// Publishes one event that also concerns `related` (e.g. the pod whose
+    /// eviction is blocked; kube's Recorder folds repeats of the same
+    /// reason, object and related object into one series).
+    pub async fn publish_about(
+        &self,
+        regarding: Regarding<'_>,
+        related: Option<ObjectReference>,
+        reason: Reason,
+        note: impl Into<String>,
+    ) {
         let mut note = note.into();
         if note.len() > 1000 {
             let mut end = 1000;
@@ -133,7 +146,7 @@ impl Events {
             reason: reason.as_str().into(),
             note: Some(note),
             action: reason.as_str().into(),
-            secondary: None,
+            secondary: related,
         };
         if let Err(e) = self.recorder.publish(&event, &regarding.reference()).await {
             tracing::warn!(reason = reason.as_str(), error = %e, "cannot publish an event");

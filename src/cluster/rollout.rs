@@ -149,12 +149,22 @@ pub async fn rollout<H: Host>(
         )
     });
     let mut running = FuturesUnordered::new();
+    let mut resuming = 0;
     loop {
+        // Nodes an earlier round left disrupted are finished first, and no
+        // new reboot starts while one of them is not back.
         while running.len() < slots && stopped.is_none() {
+            let Some(next) = queue.front() else { break };
+            let resumes = next.node.in_disruption();
+            if !resumes && resuming > 0 {
+                break;
+            }
             let Some(candidate) = queue.pop_front() else { break };
-            running.push(reboot_one(client, events, host, candidate, options));
+            resuming += usize::from(resumes);
+            running.push(async move { (resumes, reboot_one(client, events, host, candidate, options).await) });
         }
-        let Some(report) = running.next().await else { break };
+        let Some((resumed, report)) = running.next().await else { break };
+        resuming -= usize::from(resumed);
         if let RebootResult::Failed { stage: RebootStage::WaitBack | RebootStage::Uncordon, .. } = &report.result {
             stopped.get_or_insert_with(|| format!("the rollout stopped: node {} is not back", report.node));
         }
@@ -203,43 +213,50 @@ async fn run_reboot<H: Host>(
             Err(e) => return fail(RebootStage::Cordon, format!("cannot read the boot id before rebooting: {e}")),
         },
     };
-    // A resumed reboot whose node has booted since only needs to finish.
-    let already_rebooted = resumed.is_some() && host.boot_id(instance).await.is_ok_and(|now| now != before);
+    // A resumed reboot whose node has booted since, or does not answer (it
+    // may be going down), only needs to be waited for and finished: never
+    // drain and reboot twice.
+    let only_finish = resumed.is_some() && host.boot_id(instance).await.ok().is_none_or(|now| now != before);
     let mut evicted = 0;
-    if !already_rebooted {
+    if !only_finish {
+        // Read the Node fresh: the cordon is conditional on what it says now,
+        // so an administrator's cordon made meanwhile is seen (and kept).
+        let fresh = match nodes.get(&node.name).await {
+            Ok(n) => node_obs(&n),
+            Err(e) => return fail(RebootStage::Cordon, format!("cannot read the Node: {}", api_error(&e))),
+        };
+        let mut annotations = json!({ REBOOTING_ANNOTATION: before, REBOOT_REQUIRED_ANNOTATION: "" });
+        if !fresh.unschedulable {
+            annotations[CORDONED_ANNOTATION] = json!("true");
+        }
+        let patch = json!({
+            "metadata": { "resourceVersion": fresh.resource_version, "annotations": annotations },
+            "spec": { "unschedulable": true },
+        });
+        if let Err(e) = patch_node(&nodes, &node.name, &patch).await {
+            return fail(RebootStage::Cordon, format!("cannot cordon: {e}"));
+        }
         if resumed.is_none() {
-            let mut annotations = json!({ REBOOTING_ANNOTATION: before, REBOOT_REQUIRED_ANNOTATION: "" });
-            if !node.unschedulable {
-                annotations[CORDONED_ANNOTATION] = json!("true");
-            }
-            let patch = json!({ "metadata": { "annotations": annotations }, "spec": { "unschedulable": true } });
-            if let Err(e) = patch_node(&nodes, &node.name, &patch).await {
-                return fail(RebootStage::Cordon, format!("cannot cordon: {e}"));
-            }
-            events
-                .publish(regarding(), Reason::Cordoned, "cordoned for a safe reboot (proxy environment changed)")
-                .await;
+            events.publish(regarding(), Reason::Cordoned, "cordoned for a safe reboot").await;
         }
         let drain_options = DrainOptions { timeout: options.drain_timeout, retry: options.poll };
         evicted = match drain(client, events, (&node.name, &node.uid), drain_options).await {
             Ok(n) => n,
             Err(reason) => {
-                let _ = finish(&nodes, node, false).await;
-                events
-                    .publish(
-                        regarding(),
-                        Reason::DrainFailed,
-                        format!("{reason}; uncordoned, the reboot is still owed"),
-                    )
-                    .await;
+                let note = match finish(&nodes, node, false).await {
+                    Ok(()) => format!("{reason}; uncordoned, the reboot is still owed"),
+                    Err(e) => format!("{reason}; uncordoning failed too ({e})"),
+                };
+                events.publish(regarding(), Reason::DrainFailed, note).await;
                 return fail(RebootStage::Drain, reason);
             }
         };
         if let Err(reason) = host.reboot(instance).await {
-            let _ = finish(&nodes, node, false).await;
-            events
-                .publish(regarding(), Reason::RebootFailed, format!("reboot command refused: {reason}; uncordoned"))
-                .await;
+            let note = match finish(&nodes, node, false).await {
+                Ok(()) => format!("reboot command refused: {reason}; uncordoned"),
+                Err(e) => format!("reboot command refused: {reason}; uncordoning failed too ({e})"),
+            };
+            events.publish(regarding(), Reason::RebootFailed, note).await;
             return fail(RebootStage::Reboot, reason);
         }
         events.publish(regarding(), Reason::Rebooting, format!("rebooting after evicting {evicted} pod(s)")).await;
@@ -314,18 +331,4 @@ async fn finish(nodes: &Api<Node>, node: &NodeObs, rebooted: bool) -> Result<(),
 async fn patch_node(nodes: &Api<Node>, name: &str, patch: &Value) -> Result<(), String> {
     let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
     nodes.patch(name, &params, &Patch::Merge(patch)).await.map(drop).map_err(|e| api_error(&e))
-}
-
-/// Marks nodes that owe a reboot with WMCO's annotation (before the rollout
-/// starts, so the signal is there even for nodes that wait their turn).
-pub async fn mark_reboot_required(client: &Client, nodes: &[&NodeObs]) -> Vec<(String, String)> {
-    let api: Api<Node> = Api::all(client.clone());
-    let mut failures = Vec::new();
-    for node in nodes.iter().filter(|n| !n.annotations.contains_key(REBOOT_REQUIRED_ANNOTATION)) {
-        let patch = json!({ "metadata": { "annotations": { REBOOT_REQUIRED_ANNOTATION: "" } } });
-        if let Err(e) = patch_node(&api, &node.name, &patch).await {
-            failures.push((node.name.clone(), e));
-        }
-    }
-    failures
 }

@@ -5,7 +5,7 @@ use super::{explain, observe, target};
 use crate::cluster::rollout::Host;
 use crate::desired::model::Instance;
 use crate::dialect;
-use crate::ssh::Pool;
+use crate::ssh::{Pool, SshError};
 
 /// Reboots nodes through the round's SSH pool.
 pub struct SshHost<'a> {
@@ -23,6 +23,8 @@ impl Host for SshHost<'_> {
         match self.pool.run(&target(instance), &dialect::reboot(instance.shell), false).await {
             Ok(output) if output.exit_status.is_none_or(|code| code == 0) => Ok(()),
             Ok(output) => Err(explain("the reboot command failed", &output)),
+            // Never reached the node: the reboot was not sent.
+            Err(e @ SshError::Connect { .. }) => Err(e.to_string()),
             // The node going down takes the connection with it.
             Err(e) if e.is_transient() => Ok(()),
             Err(e) => Err(e.to_string()),

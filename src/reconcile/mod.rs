@@ -26,8 +26,8 @@ use crate::cluster::apply as cluster_apply;
 use crate::cluster::associate::{Association, associate, resolve_all};
 use crate::cluster::connect::Cluster;
 use crate::cluster::events::{Events, Reason, Regarding};
-use crate::cluster::rollout::{self, Candidate, Host, RebootReport, RebootResult, RolloutOptions};
-use crate::cluster::{ClusterFacts, observe};
+use crate::cluster::rollout::{self, Candidate, Host, RebootReport, RebootResult, RebootStage, RolloutOptions};
+use crate::cluster::{ClusterFacts, REBOOTING_ANNOTATION, observe};
 use crate::desired::model::{Desired, Instance};
 use crate::engine::report::{NodeReport, NodeResult};
 use crate::engine::{self, RoundOptions};
@@ -105,19 +105,26 @@ pub async fn round<H: Host>(
     let plan = cluster_apply::plan(byoh.iter().copied(), machine_sets, &plan_facts, &associations);
     report.set_plan(&plan);
     let events = Events::new(cluster.client.clone());
-    let mut writable = !options.dry_run;
-    if writable && plan.has_writes() {
+    // The dry run is sent in a plan too: a plan shows what the API would refuse.
+    if plan.has_writes() {
         report.rejected = cluster_apply::dry_run(&cluster.client, &plan).await;
-        if !report.rejected.is_empty() {
-            writable = false;
-            publish_rejections(&events, &report, &facts).await;
-        }
     }
-    let nodes = node_round(pool, all.iter().copied(), options, on_node).await;
+    let writable = !options.dry_run && report.rejected.is_empty();
+    if !options.dry_run && !report.rejected.is_empty() {
+        publish_rejections(&events, &report, &facts).await;
+    }
+    // Cluster writes come right after their dry run, before the SSH round:
+    // the Node patches are conditional on the resourceVersion just observed.
     if writable {
         let outcomes = cluster_apply::write(&cluster.client, &events, &plan, &plan_facts).await;
         report.set_outcomes(outcomes);
-        report.reboots = reboots(cluster, &events, host, &facts, &associations, &all, &nodes, options.rollout).await;
+    }
+    let nodes = node_round(pool, all.iter().copied(), options, on_node).await;
+    if !options.dry_run {
+        // A rejected plan starts no new reboot, but reboots an earlier round
+        // left unfinished are always finished.
+        let context = RebootContext { cluster, events: &events, facts: &facts, associations: &associations };
+        report.reboots = reboots(&context, host, &all, &nodes, writable, options.rollout).await;
     }
     RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) }
 }
@@ -182,28 +189,38 @@ async fn publish_rejections(events: &Events, report: &ClusterReport, facts: &Clu
     }
 }
 
-/// The rollout: nodes that owe a reboot (from this round's observation)
-/// and nodes winfleet left disrupted (a crash mid-reboot).
-#[allow(clippy::too_many_arguments)]
+/// What the rollout reads of the round.
+struct RebootContext<'a> {
+    cluster: &'a Cluster,
+    events: &'a Events,
+    facts: &'a ClusterFacts,
+    associations: &'a BTreeMap<String, Association>,
+}
+
+/// The rollout: nodes that owe a reboot (from this round's observation;
+/// only when `new_reboots`) and nodes winfleet left disrupted (a crash
+/// mid-reboot), which are always finished.
 async fn reboots<H: Host>(
-    cluster: &Cluster,
-    events: &Events,
+    context: &RebootContext<'_>,
     host: &H,
-    facts: &ClusterFacts,
-    associations: &BTreeMap<String, Association>,
     instances: &[&Instance],
     nodes: &[NodeReport],
+    new_reboots: bool,
     options: RolloutOptions,
 ) -> Vec<RebootReport> {
     let owed: BTreeSet<&str> = nodes
         .iter()
-        .filter(|r| matches!(r.result, NodeResult::Done { reboot_required: true, .. }))
+        .filter(|r| new_reboots && matches!(r.result, NodeResult::Done { reboot_required: true, .. }))
         .map(|r| r.address.as_str())
         .collect();
     let mut candidates = Vec::new();
     let mut unassociated = Vec::new();
     for instance in instances {
-        let node = associations.get(&instance.address).and_then(Association::node).and_then(|n| facts.nodes.get(n));
+        let node = context
+            .associations
+            .get(&instance.address)
+            .and_then(Association::node)
+            .and_then(|n| context.facts.nodes.get(n));
         match node {
             Some(node) if owed.contains(instance.address.as_str()) || node.in_disruption() => {
                 candidates.push(Candidate { instance, node: node.clone() });
@@ -220,18 +237,28 @@ async fn reboots<H: Host>(
         }
     }
     let chosen: BTreeSet<&str> = candidates.iter().map(|c| c.node.name.as_str()).collect();
-    let others: Vec<String> = facts
+    let others: Vec<String> = context
+        .facts
         .nodes
         .values()
         .filter(|n| n.in_disruption() && !chosen.contains(n.name.as_str()))
         .map(|n| n.name.clone())
         .collect();
-    let owing: Vec<_> =
-        candidates.iter().filter(|c| owed.contains(c.instance.address.as_str())).map(|c| &c.node).collect();
-    for (node, error) in rollout::mark_reboot_required(&cluster.client, &owing).await {
-        tracing::warn!(node, "cannot set the reboot-required annotation: {error}");
-    }
-    let mut reports = rollout::rollout(&cluster.client, events, host, candidates, &others, options).await;
+    let mut reports =
+        rollout::rollout(&context.cluster.client, context.events, host, candidates, &others, options).await;
+    // A disrupted Node no instance of this round stands for (its instance
+    // left the repository, or is unassociated) holds the rollout: say so.
+    reports.extend(others.iter().map(|name| RebootReport {
+        node: name.clone(),
+        address: String::new(),
+        result: RebootResult::Failed {
+            stage: RebootStage::WaitBack,
+            reason: format!(
+                "winfleet disrupted this node and no instance of this round is it; once it is healthy, \
+                 remove the {REBOOTING_ANNOTATION} annotation and uncordon it (kubectl uncordon {name})"
+            ),
+        },
+    }));
     reports.extend(unassociated);
     reports
 }

@@ -170,6 +170,13 @@ fn check_labels<T>(doc: &Doc<T>, at: &str, labels: &BTreeMap<String, String>, di
         let pointer = child(&format!("{at}/labels"), key);
         if let Err(reason) = check_label_key(key).and_then(|()| check_label_value(value)) {
             diagnostics.push(doc.error(pointer, format!("label {reason}")));
+        } else if is_reserved(key) || key.starts_with("kubernetes.io/") || key.starts_with("node.kubernetes.io/") {
+            diagnostics.push(doc.error(
+                pointer,
+                format!(
+                    "label {key} is kept by Kubernetes, WMCO or winfleet itself and cannot be set from the repository"
+                ),
+            ));
         }
     }
 }
@@ -204,6 +211,14 @@ fn check_taints<T>(doc: &Doc<T>, at: &str, taints: &[Taint], diagnostics: &mut V
         let pointer = format!("{at}/taints/{j}");
         if let Err(reason) = check_label_key(&taint.key).and_then(|()| check_label_value(&taint.value)) {
             diagnostics.push(doc.error(&pointer, format!("taint {reason}")));
+        } else if taint.key == "os" || taint.key.starts_with("node.kubernetes.io/") || is_reserved(&taint.key) {
+            diagnostics.push(doc.error(
+                &pointer,
+                format!(
+                    "taint {} is kept by the kubelet, Kubernetes or winfleet itself (cordon, os=Windows) and cannot be managed from the repository",
+                    taint.key
+                ),
+            ));
         }
         if !seen.insert((&taint.key, taint.effect)) {
             diagnostics.push(
