@@ -35,10 +35,12 @@ impl ClusterPlan {
     }
 }
 
-/// Plans the cluster side. Pure.
+/// Plans the cluster side. Pure. `machine_sets` is `None` when the round
+/// covers only some nodes (`--nodes`): MachineSets are then out of scope,
+/// neither applied nor pruned.
 pub fn plan<'a>(
     instances: impl IntoIterator<Item = &'a Instance>,
-    machine_sets: &BTreeMap<String, MachineSetDesired>,
+    machine_sets: Option<&BTreeMap<String, MachineSetDesired>>,
     facts: &ClusterFacts,
     associations: &BTreeMap<String, Association>,
 ) -> ClusterPlan {
@@ -50,7 +52,8 @@ pub fn plan<'a>(
         })
         .collect();
     nodes.sort_by(|a, b| a.node.cmp(&b.node));
-    ClusterPlan { machine_sets: plan_machine_sets(machine_sets, &facts.machine_sets), nodes }
+    let machine_sets = machine_sets.map(|m| plan_machine_sets(m, &facts.machine_sets)).unwrap_or_default();
+    ClusterPlan { machine_sets, nodes }
 }
 
 /// The outcome of one cluster write.

@@ -98,11 +98,8 @@ pub async fn round<H: Host>(
             Association::Node(_) => None,
         })
         .collect();
-    let empty = BTreeMap::new();
-    let machine_sets = if options.whole_fleet { &desired.machine_sets } else { &empty };
-    let live_sets = if options.whole_fleet { facts.machine_sets.clone() } else { BTreeMap::new() };
-    let plan_facts = ClusterFacts { machine_sets: live_sets, ..facts.clone() };
-    let plan = cluster_apply::plan(byoh.iter().copied(), machine_sets, &plan_facts, &associations);
+    let machine_sets = options.whole_fleet.then_some(&desired.machine_sets);
+    let plan = cluster_apply::plan(byoh.iter().copied(), machine_sets, &facts, &associations);
     report.set_plan(&plan);
     let events = Events::new(cluster.client.clone());
     // The dry run is sent in a plan too: a plan shows what the API would refuse.
@@ -116,7 +113,7 @@ pub async fn round<H: Host>(
     // Cluster writes come right after their dry run, before the SSH round:
     // the Node patches are conditional on the resourceVersion just observed.
     if writable {
-        let outcomes = cluster_apply::write(&cluster.client, &events, &plan, &plan_facts).await;
+        let outcomes = cluster_apply::write(&cluster.client, &events, &plan, &facts).await;
         report.set_outcomes(outcomes);
     }
     let nodes = node_round(pool, all.iter().copied(), options, on_node).await;
