@@ -225,15 +225,7 @@ async fn run_reboot<H: Host>(
             Ok(n) => node_obs(&n),
             Err(e) => return fail(RebootStage::Cordon, format!("cannot read the Node: {}", api_error(&e))),
         };
-        let mut annotations = json!({ REBOOTING_ANNOTATION: before, REBOOT_REQUIRED_ANNOTATION: "" });
-        if !fresh.unschedulable {
-            annotations[CORDONED_ANNOTATION] = json!("true");
-        }
-        let patch = json!({
-            "metadata": { "resourceVersion": fresh.resource_version, "annotations": annotations },
-            "spec": { "unschedulable": true },
-        });
-        if let Err(e) = patch_node(&nodes, &node.name, &patch).await {
+        if let Err(e) = patch_node(&nodes, &node.name, &cordon_patch(&fresh, &before)).await {
             return fail(RebootStage::Cordon, format!("cannot cordon: {e}"));
         }
         if resumed.is_none() {
@@ -310,22 +302,42 @@ async fn wait_back<H: Host>(
 /// Lifts winfleet's cordon and its markers. `rebooted`: the reboot happened,
 /// so WMCO's reboot-required annotation goes too.
 async fn finish(nodes: &Api<Node>, node: &NodeObs, rebooted: bool) -> Result<(), String> {
+    // Read fresh: a resumed node's observation is from before the crash.
+    let fresh = match nodes.get_opt(&node.name).await {
+        Ok(Some(n)) => node_obs(&n),
+        Ok(None) => return Err(format!("Node {} is gone", node.name)),
+        Err(e) => return Err(api_error(&e)),
+    };
+    patch_node(nodes, &node.name, &finish_patch(&fresh, rebooted)).await
+}
+
+/// The cordon: unschedulable, the disruption marker with the boot id
+/// before, WMCO's reboot-required signal, and winfleet's own-cordon marker
+/// only when the node was schedulable. Conditional on `node`'s
+/// resourceVersion, so a cordon made since it was read is seen. Pure.
+fn cordon_patch(node: &NodeObs, boot_id_before: &str) -> Value {
+    let mut annotations = json!({ REBOOTING_ANNOTATION: boot_id_before, REBOOT_REQUIRED_ANNOTATION: "" });
+    if !node.unschedulable {
+        annotations[CORDONED_ANNOTATION] = json!("true");
+    }
+    json!({
+        "metadata": { "resourceVersion": node.resource_version, "annotations": annotations },
+        "spec": { "unschedulable": true },
+    })
+}
+
+/// Lifting winfleet's markers, and its cordon only if it made it; WMCO's
+/// reboot-required goes only once the node has `rebooted`. Pure.
+fn finish_patch(node: &NodeObs, rebooted: bool) -> Value {
     let mut annotations = json!({ REBOOTING_ANNOTATION: null, CORDONED_ANNOTATION: null });
     if rebooted {
         annotations[REBOOT_REQUIRED_ANNOTATION] = Value::Null;
     }
     let mut patch = json!({ "metadata": { "annotations": annotations } });
-    // Only winfleet's own cordon is lifted (read fresh: a resumed node's
-    // observation is from before the crash).
-    let cordoned_by_us = match nodes.get_opt(&node.name).await {
-        Ok(Some(n)) => node_obs(&n).annotations.contains_key(CORDONED_ANNOTATION),
-        Ok(None) => return Err(format!("Node {} is gone", node.name)),
-        Err(e) => return Err(api_error(&e)),
-    };
-    if cordoned_by_us {
+    if node.annotations.contains_key(CORDONED_ANNOTATION) {
         patch["spec"] = json!({ "unschedulable": false });
     }
-    patch_node(nodes, &node.name, &patch).await
+    patch
 }
 
 async fn patch_node(nodes: &Api<Node>, name: &str, patch: &Value) -> Result<(), String> {
