@@ -29,6 +29,7 @@
 //! the same data.
 
 pub mod cluster;
+pub mod daemon;
 pub mod desired;
 pub mod diagnostic;
 pub mod dialect;
@@ -39,3 +40,4 @@ pub mod reconcile;
 pub mod render;
 pub mod source;
 pub mod ssh;
+pub mod status;

@@ -4,7 +4,10 @@
 //! This is the only stage of `validate`/`render`/`plan` that touches the
 //! file system or Git; everything after it is pure.
 
+pub mod checkout;
 mod git;
+pub mod remote;
+pub mod transport;
 mod worktree;
 
 pub use git::read_revision;

@@ -1,0 +1,32 @@
+//! What wakes the daemon. Every source of work (poll timer, webhook, file
+//! watch, drift timer, cluster watch, retry timer) sends a [`Trigger`] down
+//! one channel; the loop coalesces whatever arrives during a round into one
+//! follow-up round.
+
+use tokio::time::Instant;
+
+/// One reason to run a round.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Trigger {
+    /// The poll interval elapsed: check the remote head.
+    Poll,
+    /// A verified push to the tracked branch arrived at the webhook.
+    Webhook {
+        /// When the request was accepted (for the merge → applied latency).
+        received: Instant,
+    },
+    /// The watched checkout changed (git-sync flipped its symlink).
+    FsChange,
+    /// The drift interval elapsed: re-observe every node.
+    Drift,
+    /// A Windows Node or Machine appeared in the cluster.
+    ClusterChange {
+        /// Its addresses (InternalIP, hostnames), to find its instance.
+        addresses: Vec<String>,
+    },
+    /// A node's back-off after a transient failure has expired.
+    Retry,
+}
+
+/// The sending end every trigger source holds.
+pub type TriggerSender = tokio::sync::mpsc::UnboundedSender<Trigger>;

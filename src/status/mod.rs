@@ -1,0 +1,3 @@
+//! Status written back to Git.
+
+pub mod publish;
