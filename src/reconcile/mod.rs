@@ -89,6 +89,10 @@ pub async fn round<H: Host>(
     };
     let resolved = resolve_all(all.iter().map(|i| i.address.as_str())).await;
     let associations = associate(&resolved, &facts.nodes);
+    report.associated = associations
+        .iter()
+        .filter_map(|(address, a)| Some((address.clone(), a.node()?.to_owned())))
+        .collect();
     report.unassociated = associations
         .iter()
         .filter_map(|(address, a)| match a {

@@ -33,6 +33,9 @@ pub struct ClusterReport {
     pub api: String,
     /// Why the cluster could not be read (the cluster part was skipped).
     pub error: Option<String>,
+    /// The Node of each associated instance (address → Node name).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub associated: BTreeMap<String, String>,
     /// Instances no Node could be associated with.
     pub unassociated: Vec<Unassociated>,
     /// MachineSet changes and their outcomes.
