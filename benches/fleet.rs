@@ -25,6 +25,7 @@ mod fleet;
 use std::fmt::Write as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
 
 use fleet::TestFleet;
 use winfleet::desired::model::{Desired, Instance};
@@ -82,7 +83,7 @@ fn bench_settings() -> Settings {
 async fn winfleet_round(pool: &Pool, desired: &Desired) -> (Duration, report::Counts, usize) {
     let start = Instant::now();
     let options = RoundOptions { dry_run: false, max_parallel: desired.fleet.max_parallel as usize };
-    let reports = engine::round(pool, desired.instances.values(), options, |_| {}).await;
+    let reports = engine::round(pool, desired.instances.values(), options, &CancellationToken::new(), |_| {}).await;
     let failed = reports.iter().filter(|r| r.failed()).count();
     (start.elapsed(), report::totals(&reports), failed)
 }

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio_util::sync::CancellationToken;
 
 use serde_json::{Value, json};
 use support::apiserver::{ApiServer, fixtures};
@@ -101,7 +102,7 @@ fn pool(dir: &Path) -> Pool {
 }
 
 fn options(dry_run: bool) -> Options {
-    Options { dry_run, max_parallel: 4, whole_fleet: true, rollout: RolloutOptions::default() }
+    Options { dry_run, max_parallel: 4, whole_fleet: true, ..Options::default() }
 }
 
 /// One whole round of the library pipeline against the API server.
@@ -112,7 +113,7 @@ async fn round(api: &ApiServer, repo: &Repo, dry_run: bool) -> RoundReport {
     let instances: Vec<&Instance> = desired.instances.values().collect();
     let cluster = winfleet::cluster::connect::Cluster { client: api.client(), url: "in-memory".into() };
     let host = winfleet::engine::host::SshHost { pool: &pool };
-    reconcile::round(Some(&cluster), &pool, &host, &desired, &instances, options(dry_run), |_| {}).await
+    reconcile::round(Some(&cluster), &pool, &host, &desired, &instances, &options(dry_run), |_| {}).await
 }
 
 fn event_reasons(api: &ApiServer, name: &str) -> Vec<String> {
@@ -434,9 +435,16 @@ async fn three_nodes_reboot_strictly_one_at_a_time() {
     }
     let start = tokio::time::Instant::now();
     let events = Events::new(api.client());
-    let reports =
-        rollout::rollout(&api.client(), &events, &host, candidates(&api, &instances).await, &[], rollout_options())
-            .await;
+    let reports = rollout::rollout(
+        &api.client(),
+        &events,
+        &host,
+        candidates(&api, &instances).await,
+        &[],
+        rollout_options(),
+        &CancellationToken::new(),
+    )
+    .await;
     let results: Vec<(String, RebootResult)> = reports.into_iter().map(|r| (r.node, r.result)).collect();
     let rebooted = |evicted| RebootResult::Rebooted { evicted, resumed: false };
     assert_eq!(
@@ -496,9 +504,16 @@ async fn a_node_that_never_comes_back_stops_the_rollout() {
     host.never_back.insert("10.2.0.1".into());
     let events = Events::new(api.client());
     let start = tokio::time::Instant::now();
-    let reports =
-        rollout::rollout(&api.client(), &events, &host, candidates(&api, &instances).await, &[], rollout_options())
-            .await;
+    let reports = rollout::rollout(
+        &api.client(),
+        &events,
+        &host,
+        candidates(&api, &instances).await,
+        &[],
+        rollout_options(),
+        &CancellationToken::new(),
+    )
+    .await;
     assert!(
         matches!(&reports[0].result, RebootResult::Failed { stage: RebootStage::WaitBack, reason } if reason.contains("did not come back within 600s") && reason.contains("does not answer over SSH")),
         "{reports:?}"
@@ -521,7 +536,9 @@ async fn a_node_that_never_comes_back_stops_the_rollout() {
     let rest: Vec<Candidate<'_>> = candidates(&api, &instances).await.into_iter().skip(1).collect();
     let others: Vec<String> = facts.nodes.values().filter(|n| n.in_disruption()).map(|n| n.name.clone()).collect();
     assert_eq!(others, ["win-1"]);
-    let reports = rollout::rollout(&api.client(), &events, &host, rest, &others, rollout_options()).await;
+    let reports =
+        rollout::rollout(&api.client(), &events, &host, rest, &others, rollout_options(), &CancellationToken::new())
+            .await;
     assert!(
         reports.iter().all(|r| matches!(&r.result, RebootResult::NotStarted { reason } if reason.contains("win-1"))),
         "{reports:?}"
@@ -539,7 +556,8 @@ async fn a_drain_blocked_by_a_disruption_budget_waits_until_released() {
     let candidates = candidates(&api, &only_first).await;
     let events = Events::new(api.client());
     let client = api.client();
-    let rollout = rollout::rollout(&client, &events, &host, candidates, &[], rollout_options());
+    let stop = CancellationToken::new();
+    let rollout = rollout::rollout(&client, &events, &host, candidates, &[], rollout_options(), &stop);
     let meanwhile = async {
         tokio::time::sleep(Duration::from_secs(120)).await;
         assert!(api.get("v1", "Pod", Some("apps"), "db-0").is_some(), "the budget holds the pod");
@@ -561,9 +579,16 @@ async fn a_drain_that_times_out_uncordons_and_the_rollout_goes_on() {
     api.seed(fixtures::pod("apps", "db-0", "win-1", &[("app", "db")], Some("StatefulSet")));
     api.seed(fixtures::pdb("apps", "db", &[("app", "db")], None, Some(json!(0))));
     let events = Events::new(api.client());
-    let reports =
-        rollout::rollout(&api.client(), &events, &host, candidates(&api, &instances).await, &[], rollout_options())
-            .await;
+    let reports = rollout::rollout(
+        &api.client(),
+        &events,
+        &host,
+        candidates(&api, &instances).await,
+        &[],
+        rollout_options(),
+        &CancellationToken::new(),
+    )
+    .await;
     assert!(
         matches!(&reports[0].result, RebootResult::Failed { stage: RebootStage::Drain, reason } if reason.contains("drain timed out after 300s") && reason.contains("apps/db-0") && reason.contains("disruption budget")),
         "{reports:?}"
@@ -588,9 +613,16 @@ async fn a_reboot_interrupted_by_a_crash_is_finished_by_the_next_round() {
     });
     let events = Events::new(api.client());
     let start = tokio::time::Instant::now();
-    let reports =
-        rollout::rollout(&api.client(), &events, &host, candidates(&api, &instances).await, &[], rollout_options())
-            .await;
+    let reports = rollout::rollout(
+        &api.client(),
+        &events,
+        &host,
+        candidates(&api, &instances).await,
+        &[],
+        rollout_options(),
+        &CancellationToken::new(),
+    )
+    .await;
     assert_eq!(reports[0].node, "win-2", "the disrupted node is finished first");
     assert_eq!(reports[0].result, RebootResult::Rebooted { evicted: 0, resumed: true });
     assert_eq!(reports[1].result, RebootResult::Rebooted { evicted: 0, resumed: false });
@@ -629,7 +661,9 @@ async fn an_administrators_cordon_is_kept_after_a_safe_reboot() {
     // The administrator cordons the node after winfleet observed it.
     api.update("v1", "Node", None, "win-1", |n| n["spec"]["unschedulable"] = json!(true));
     let events = Events::new(api.client());
-    let reports = rollout::rollout(&api.client(), &events, &host, candidates, &[], rollout_options()).await;
+    let reports =
+        rollout::rollout(&api.client(), &events, &host, candidates, &[], rollout_options(), &CancellationToken::new())
+            .await;
     assert_eq!(reports[0].result, RebootResult::Rebooted { evicted: 0, resumed: false });
     let node = api.get("v1", "Node", None, "win-1").unwrap();
     assert_eq!(node["spec"]["unschedulable"], true, "not winfleet's cordon: kept");

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use tokio_util::sync::CancellationToken;
 use winfleet::cluster::connect::{ClusterConfig, connect};
 use winfleet::cluster::rollout::RolloutOptions;
 use winfleet::desired::model::Instance;
@@ -48,6 +49,7 @@ pub fn round(repo: &Path, rev: Option<&str>, args: &RoundArgs, dry_run: bool) ->
             reboot_timeout: Duration::from_secs(args.reboot_timeout),
             ..RolloutOptions::default()
         },
+        stop: CancellationToken::new(),
     };
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
@@ -68,7 +70,7 @@ pub fn round(repo: &Path, rev: Option<&str>, args: &RoundArgs, dry_run: bool) ->
         let host = SshHost { pool: &pool };
         let mut progress = Progress::new(instances.len());
         let report =
-            reconcile::round(cluster.as_ref(), &pool, &host, &desired, &instances, options, |r| progress.node(r))
+            reconcile::round(cluster.as_ref(), &pool, &host, &desired, &instances, &options, |r| progress.node(r))
                 .await;
         progress.finish();
         pool.close().await;

@@ -21,6 +21,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 
 use super::apply::api_error;
 use super::drain::{DrainOptions, drain};
@@ -137,6 +138,7 @@ pub async fn rollout<H: Host>(
     mut candidates: Vec<Candidate<'_>>,
     others_disrupted: &[String],
     options: RolloutOptions,
+    stop: &CancellationToken,
 ) -> Vec<RebootReport> {
     candidates.sort_by(|a, b| (!a.node.in_disruption(), &a.node.name).cmp(&(!b.node.in_disruption(), &b.node.name)));
     let mut queue: VecDeque<Candidate<'_>> = candidates.into();
@@ -154,6 +156,10 @@ pub async fn rollout<H: Host>(
         // Nodes an earlier round left disrupted are finished first, and no
         // new reboot starts while one of them is not back.
         while running.len() < slots && stopped.is_none() {
+            if stop.is_cancelled() {
+                stopped = Some("winfleet is stopping; the next round continues the rollout".to_owned());
+                break;
+            }
             let Some(next) = queue.front() else { break };
             let resumes = next.node.in_disruption();
             if !resumes && resuming > 0 {

@@ -9,6 +9,7 @@ pub mod host;
 pub mod report;
 
 use futures::StreamExt;
+use tokio_util::sync::CancellationToken;
 
 use crate::desired::model::Instance;
 use crate::dialect;
@@ -29,16 +30,24 @@ pub struct RoundOptions {
 }
 
 /// Runs one round over `instances`; `on_node` sees each report as it
-/// completes. Reports come back sorted by address.
+/// completes. Reports come back sorted by address. Once `stop` is
+/// cancelled no further node is started (those stay
+/// [`NodeResult::Pending`]); nodes already running finish their script.
 pub async fn round<'a>(
     pool: &Pool,
     instances: impl IntoIterator<Item = &'a Instance>,
     options: RoundOptions,
+    stop: &CancellationToken,
     mut on_node: impl FnMut(&NodeReport),
 ) -> Vec<NodeReport> {
     let mut reports = Vec::new();
     let mut running = futures::stream::iter(instances)
-        .map(|instance| node(pool, instance, options.dry_run))
+        .map(|instance| async move {
+            if stop.is_cancelled() {
+                return NodeReport::new(&instance.address);
+            }
+            node(pool, instance, options.dry_run).await
+        })
         .buffer_unordered(options.max_parallel.max(1));
     while let Some(report) = running.next().await {
         on_node(&report);

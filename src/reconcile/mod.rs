@@ -26,6 +26,8 @@ use crate::cluster::apply as cluster_apply;
 use crate::cluster::associate::{Association, associate, resolve_all};
 use crate::cluster::connect::Cluster;
 use crate::cluster::events::{Events, Reason, Regarding};
+use tokio_util::sync::CancellationToken;
+
 use crate::cluster::rollout::{self, Candidate, Host, RebootReport, RebootResult, RebootStage, RolloutOptions};
 use crate::cluster::{ClusterFacts, REBOOTING_ANNOTATION, observe};
 use crate::desired::model::{Desired, Instance};
@@ -35,7 +37,7 @@ use crate::ssh::Pool;
 use report::{ClusterReport, RoundReport, Unassociated};
 
 /// How a round runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct Options {
     /// Observe and plan only.
     pub dry_run: bool,
@@ -45,6 +47,9 @@ pub struct Options {
     pub whole_fleet: bool,
     /// The safe-reboot settings.
     pub rollout: RolloutOptions,
+    /// Cancelled when winfleet stops taking work (shutdown, lost
+    /// leadership): no further node or reboot starts, running ones finish.
+    pub stop: CancellationToken,
 }
 
 /// Runs one round over `instances` of `desired`.
@@ -54,7 +59,7 @@ pub async fn round<H: Host>(
     host: &H,
     desired: &Desired,
     instances: &[&Instance],
-    options: Options,
+    options: &Options,
     on_node: impl FnMut(&NodeReport),
 ) -> RoundReport {
     let Some(cluster) = cluster else {
@@ -89,10 +94,8 @@ pub async fn round<H: Host>(
     };
     let resolved = resolve_all(all.iter().map(|i| i.address.as_str())).await;
     let associations = associate(&resolved, &facts.nodes);
-    report.associated = associations
-        .iter()
-        .filter_map(|(address, a)| Some((address.clone(), a.node()?.to_owned())))
-        .collect();
+    report.associated =
+        associations.iter().filter_map(|(address, a)| Some((address.clone(), a.node()?.to_owned()))).collect();
     report.unassociated = associations
         .iter()
         .filter_map(|(address, a)| match a {
@@ -125,7 +128,7 @@ pub async fn round<H: Host>(
         // A rejected plan starts no new reboot, but reboots an earlier round
         // left unfinished are always finished.
         let context = RebootContext { cluster, events: &events, facts: &facts, associations: &associations };
-        report.reboots = reboots(&context, host, &all, &nodes, writable, options.rollout).await;
+        report.reboots = reboots(&context, host, &all, &nodes, writable, options).await;
     }
     RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) }
 }
@@ -133,11 +136,11 @@ pub async fn round<H: Host>(
 async fn node_round<'a>(
     pool: &Pool,
     instances: impl IntoIterator<Item = &'a Instance>,
-    options: Options,
+    options: &Options,
     on_node: impl FnMut(&NodeReport),
 ) -> Vec<NodeReport> {
     let node_options = RoundOptions { dry_run: options.dry_run, max_parallel: options.max_parallel };
-    engine::round(pool, instances, node_options, on_node).await
+    engine::round(pool, instances, node_options, &options.stop, on_node).await
 }
 
 /// The instance with the cluster's no-proxy entries merged into its spec.
@@ -207,7 +210,7 @@ async fn reboots<H: Host>(
     instances: &[&Instance],
     nodes: &[NodeReport],
     new_reboots: bool,
-    options: RolloutOptions,
+    options: &Options,
 ) -> Vec<RebootReport> {
     let owed: BTreeSet<&str> = nodes
         .iter()
@@ -245,8 +248,16 @@ async fn reboots<H: Host>(
         .filter(|n| n.in_disruption() && !chosen.contains(n.name.as_str()))
         .map(|n| n.name.clone())
         .collect();
-    let mut reports =
-        rollout::rollout(&context.cluster.client, context.events, host, candidates, &others, options).await;
+    let mut reports = rollout::rollout(
+        &context.cluster.client,
+        context.events,
+        host,
+        candidates,
+        &others,
+        options.rollout,
+        &options.stop,
+    )
+    .await;
     // A disrupted Node no instance of this round stands for (its instance
     // left the repository, or is unassociated) holds the rollout: say so.
     reports.extend(others.iter().map(|name| RebootReport {
