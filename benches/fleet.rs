@@ -83,7 +83,14 @@ fn bench_settings() -> Settings {
 async fn winfleet_round(pool: &Pool, desired: &Desired) -> (Duration, report::Counts, usize) {
     let start = Instant::now();
     let options = RoundOptions { dry_run: false, max_parallel: desired.fleet.max_parallel as usize };
-    let reports = engine::round(pool, desired.instances.values(), options, &CancellationToken::new(), |_| {}).await;
+    let reports = engine::round(
+        pool,
+        &desired.instances.values().collect::<Vec<_>>(),
+        options,
+        &CancellationToken::new(),
+        |_| {},
+    )
+    .await;
     let failed = reports.iter().filter(|r| r.failed()).count();
     (start.elapsed(), report::totals(&reports), failed)
 }

@@ -1,10 +1,23 @@
 #!/usr/bin/env bash
 # The winfleet demo: validate and render the bundled examples-repo, then
 # plan a pull request against it, as CI would on a real config repository.
-# Works on a fresh machine with the Rust toolchain; installs git if missing.
+# Then the daemon on a local demo fleet: real sshd nodes, a bare Git remote,
+# a merged change announced by webhook, the files on a node, and the status
+# commits. Works on a fresh machine with the Rust toolchain; installs what it
+# needs (git, a C toolchain, OpenSSL headers, OpenSSH server) when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-command -v git >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq git; }
+need=()
+command -v git >/dev/null 2>&1 || need+=(git)
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
+[ -x /usr/sbin/sshd ] || need+=(openssh-server)
+[ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
+command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+if [ ${#need[@]} -gt 0 ]; then
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
 
 cargo build --release --quiet
 winfleet=$PWD/target/release/winfleet
@@ -45,6 +58,5 @@ set -e
 echo "(exit code $code: 0 = no changes, 2 = changes, 1 = error)"
 
 echo
-echo "== the node engine on a local demo fleet (real sshd nodes on loopback)"
-command -v /usr/sbin/sshd >/dev/null 2>&1 || { apt-get update -qq && apt-get install -y -qq --no-install-recommends openssh-server openssh-sftp-server; }
+echo "== the daemon on a local demo fleet (real sshd nodes on loopback, a bare Git remote)"
 cargo run --release --quiet --example demo-fleet -- "$winfleet" 3

@@ -17,11 +17,17 @@ fn main() -> ExitCode {
         }
     };
     // Diagnostics for operators: RUST_LOG=winfleet=debug shows retries and
-    // reconnects. Nothing is logged by default; results go to stdout/stderr.
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_writer(std::io::stderr)
-        .init();
+    // reconnects. The one-shot commands log only errors by default (their
+    // results go to stdout/stderr); the daemon logs at info.
+    let (default_filter, json) = args.logging();
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
+    let logs = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        logs.json().init();
+    } else {
+        logs.init();
+    }
     match cli::run(args) {
         Ok(code) => code,
         Err(e) => {

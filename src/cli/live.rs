@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
-use winfleet::cluster::connect::{ClusterConfig, connect};
+use winfleet::cluster::connect::{Cluster, ClusterConfig, connect};
 use winfleet::cluster::rollout::RolloutOptions;
 use winfleet::desired::model::Instance;
 use winfleet::engine::host::SshHost;
@@ -28,17 +28,6 @@ pub fn round(repo: &Path, rev: Option<&str>, args: &RoundArgs, dry_run: bool) ->
         return Ok(None);
     };
     let instances = select(&desired.instances, args.nodes.as_deref())?;
-    let (Some(key_path), Some(known_hosts_path)) = (&args.ssh_key, &args.known_hosts) else {
-        bail!("--ssh-key and --known-hosts are needed to reach the nodes");
-    };
-    let key = ssh::load_key(key_path).map_err(anyhow::Error::msg)?;
-    let known_hosts = KnownHosts::load(known_hosts_path, args.trust_on_first_use)
-        .with_context(|| format!("cannot read known hosts {}", known_hosts_path.display()))?;
-    let settings = Settings {
-        connect_timeout: Duration::from_secs(args.connect_timeout),
-        command_timeout: Duration::from_secs(args.command_timeout),
-        ..Settings::default()
-    };
     let options = Options {
         dry_run,
         max_parallel: args.max_parallel.unwrap_or(desired.fleet.max_parallel).max(1) as usize,
@@ -54,19 +43,8 @@ pub fn round(repo: &Path, rev: Option<&str>, args: &RoundArgs, dry_run: bool) ->
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
     let report = runtime.block_on(async {
-        let config = ClusterConfig { kubeconfig: args.kubeconfig.clone(), context: args.context.clone() };
-        let cluster = connect(&config).await?;
-        match &cluster {
-            Some(cluster) => output::error(&format!("Cluster: {}", cluster.url)),
-            None if args.require_cluster => bail!(
-                "no cluster is configured (no --kubeconfig, KUBECONFIG, ~/.kube/config or in-cluster service account) and --require-cluster is set"
-            ),
-            None => output::error(
-                "SSH-only mode: no cluster configured (no --kubeconfig, KUBECONFIG, ~/.kube/config or in-cluster service account); \
-                 node files and environment only, Nodes, MachineSets and reboots are left alone",
-            ),
-        }
-        let pool = Pool::new(key, known_hosts, settings);
+        let pool = pool(args)?;
+        let cluster = cluster(args).await?;
         let host = SshHost { pool: &pool };
         let mut progress = Progress::new(instances.len());
         let report =
@@ -77,6 +55,40 @@ pub fn round(repo: &Path, rev: Option<&str>, args: &RoundArgs, dry_run: bool) ->
         anyhow::Ok(report)
     })?;
     Ok(Some(report))
+}
+
+/// The SSH pool `--ssh-key` and `--known-hosts` describe.
+pub fn pool(args: &RoundArgs) -> anyhow::Result<Pool> {
+    let (Some(key_path), Some(known_hosts_path)) = (&args.ssh_key, &args.known_hosts) else {
+        bail!("--ssh-key and --known-hosts are needed to reach the nodes");
+    };
+    let key = ssh::load_key(key_path).map_err(anyhow::Error::msg)?;
+    let known_hosts = KnownHosts::load(known_hosts_path, args.trust_on_first_use)
+        .with_context(|| format!("cannot read known hosts {}", known_hosts_path.display()))?;
+    let settings = Settings {
+        connect_timeout: Duration::from_secs(args.connect_timeout),
+        command_timeout: Duration::from_secs(args.command_timeout),
+        ..Settings::default()
+    };
+    Ok(Pool::new(key, known_hosts, settings))
+}
+
+/// The cluster, or `None` (said on stderr) in SSH-only mode; an error with
+/// `--require-cluster`.
+pub async fn cluster(args: &RoundArgs) -> anyhow::Result<Option<Cluster>> {
+    let config = ClusterConfig { kubeconfig: args.kubeconfig.clone(), context: args.context.clone() };
+    let cluster = connect(&config).await?;
+    match &cluster {
+        Some(cluster) => output::error(&format!("Cluster: {}", cluster.url)),
+        None if args.require_cluster => bail!(
+            "no cluster is configured (no --kubeconfig, KUBECONFIG, ~/.kube/config or in-cluster service account) and --require-cluster is set"
+        ),
+        None => output::error(
+            "SSH-only mode: no cluster configured (no --kubeconfig, KUBECONFIG, ~/.kube/config or in-cluster service account); \
+                 node files and environment only, Nodes, MachineSets and reboots are left alone",
+        ),
+    }
+    Ok(cluster)
 }
 
 /// The instances named by `--nodes` (all when absent); an unknown address

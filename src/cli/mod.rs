@@ -8,6 +8,8 @@ mod load;
 pub mod output;
 mod plan;
 mod render;
+mod run;
+mod status;
 mod validate;
 
 use std::path::PathBuf;
@@ -37,6 +39,14 @@ enum Command {
     /// (one round with --once): exit 0 = done, 1 = something failed; with --dry-run 0 = in sync,
     /// 2 = changes, 1 = error.
     Apply(ApplyArgs),
+    /// Run continuously: fetch or watch the repository, apply each new commit, re-check drift, and
+    /// commit status back to Git. Stops gracefully on SIGTERM.
+    Run(Box<run::RunArgs>),
+    /// Print the fleet status the daemon committed to the status branch: a summary, then a table of
+    /// instances and one of MachineSets. Exit 0 = every instance and MachineSet is Ready,
+    /// 3 = one is not Ready (progressing, drifted, waiting, failed, conflict, unknown) or the newest
+    /// revision is invalid, 1 = error (no repository, no status branch).
+    Status(StatusArgs),
 }
 
 /// Where the repository is and which revision to read.
@@ -101,6 +111,35 @@ struct ApplyArgs {
     output: RoundFormat,
 }
 
+#[derive(Debug, clap::Args)]
+struct StatusArgs {
+    /// A clone of the config repository; the status is read from its committed branch
+    /// (refs/heads/BRANCH, else refs/remotes/origin/BRANCH), not from the working tree.
+    #[arg(long, default_value = ".", env = "WINFLEET_REPO")]
+    repo: PathBuf,
+    /// Read the status branch from this remote instead of --repo (only that branch is fetched).
+    #[arg(long, value_name = "URL", env = "WINFLEET_REPO_URL")]
+    repo_url: Option<String>,
+    /// A file holding the https token for --repo-url.
+    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_TOKEN_FILE")]
+    git_token_file: Option<PathBuf>,
+    /// The deploy key for an ssh:// --repo-url.
+    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_SSH_KEY")]
+    git_ssh_key: Option<PathBuf>,
+    /// known_hosts pinning the Git server's host key (ssh://).
+    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_KNOWN_HOSTS")]
+    git_known_hosts: Option<PathBuf>,
+    /// The status branch (the Fleet's status.branch).
+    #[arg(long, default_value = "winfleet/status")]
+    branch: String,
+    /// The status directory inside the branch (the Fleet's status.path).
+    #[arg(long, default_value = winfleet::desired::DEFAULT_STATUS_PATH)]
+    path: String,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = status::StatusFormat::Table)]
+    output: status::StatusFormat,
+}
+
 /// How a live round reaches the nodes and the cluster.
 #[derive(Debug, clap::Args)]
 struct RoundArgs {
@@ -120,7 +159,7 @@ struct RoundArgs {
     #[arg(long, value_name = "N")]
     max_parallel: Option<u32>,
     /// A .dockerconfigjson file with registry credentials for the hosts.toml headers.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", env = "WINFLEET_PULL_SECRET")]
     pull_secret: Option<PathBuf>,
     /// Seconds allowed for connecting and authenticating to a node.
     #[arg(long, value_name = "SECS", default_value_t = 15)]
@@ -174,5 +213,18 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Render(args) => render::run(&args),
         Command::Plan(args) => plan::run(&args),
         Command::Apply(args) => apply::run(&args),
+        Command::Run(args) => run::run(&args),
+        Command::Status(args) => status::run(&args),
+    }
+}
+
+impl Cli {
+    /// The default log filter and whether logs are JSON: the daemon logs
+    /// at info; the one-shot commands only errors (their output is the result).
+    pub fn logging(&self) -> (&'static str, bool) {
+        match &self.command {
+            Command::Run(args) => ("info,kube_client=warn", matches!(args.log_format, run::LogFormat::Json)),
+            _ => ("error", false),
+        }
     }
 }

@@ -1,1 +1,146 @@
-//! (being written)
+//! The daemon's HTTP side: health and readiness probes, Prometheus metrics,
+//! and the webhook receiver that turns a verified push into a
+//! [`Trigger::Webhook`].
+//!
+//! Two routers, so the operator can expose only the webhook to the outside
+//! and keep the probes and metrics on a cluster-internal port. This module
+//! decides nothing about the request's authenticity ([`webhook::verify`]
+//! does) and never runs a round itself: it only sends a trigger down the
+//! daemon's channel.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use super::metrics::Metrics;
+use super::trigger::{Trigger, TriggerSender};
+use super::webhook::{self, MAX_BODY_BYTES, Verdict, WebhookConfig};
+
+/// The content type of `GET /metrics`.
+pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// What the handlers share with the daemon loop.
+#[derive(Clone, Debug)]
+pub struct HttpState {
+    /// The metrics registry, served at `/metrics`.
+    pub metrics: Arc<Metrics>,
+    /// Set by the daemon after the first successful fetch; `/readyz` reports it.
+    pub ready: Arc<AtomicBool>,
+    /// The webhook secret and tracked branch; `None` refuses every webhook.
+    pub webhook: Option<Arc<WebhookConfig>>,
+    /// Where a verified push sends its [`Trigger::Webhook`].
+    pub triggers: TriggerSender,
+}
+
+/// `GET /healthz`, `GET /readyz` and `GET /metrics`.
+pub fn ops_router(state: HttpState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .with_state(state)
+}
+
+/// `POST /webhook` (and `POST /`), with bodies limited to 1 MiB.
+pub fn webhook_router(state: HttpState) -> Router {
+    Router::new()
+        .route("/webhook", post(receive))
+        .route("/", post(receive))
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .with_state(state)
+}
+
+/// Serves `router` on `listener` until `shutdown` is cancelled, then lets
+/// requests in flight finish and returns.
+pub async fn serve(listener: TcpListener, router: Router, shutdown: CancellationToken) -> std::io::Result<()> {
+    if let Ok(address) = listener.local_addr() {
+        tracing::info!(%address, "serving HTTP");
+    }
+    axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned()).await
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<HttpState>) -> (StatusCode, &'static str) {
+    if state.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "not ready: waiting for the first successful fetch")
+    }
+}
+
+async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], state.metrics.encode())
+}
+
+/// One webhook request: verify, trigger, count, log, answer. The body is
+/// read through the [`DefaultBodyLimit`], so at most 1 MiB is ever buffered.
+async fn receive(
+    State(state): State<HttpState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> (StatusCode, String) {
+    let (result, status, message) = answer(&state, &headers, body);
+    state.metrics.webhook_request(result);
+    (status, message)
+}
+
+fn answer(
+    state: &HttpState,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> (&'static str, StatusCode, String) {
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+            tracing::info!(limit = MAX_BODY_BYTES, "webhook refused: body too large");
+            return ("too_large", StatusCode::PAYLOAD_TOO_LARGE, "body larger than 1 MiB".to_owned());
+        }
+        Err(rejection) => {
+            tracing::info!(error = %rejection.body_text(), "webhook refused: body unreadable");
+            return ("bad_request", StatusCode::BAD_REQUEST, "could not read the body".to_owned());
+        }
+    };
+    let Some(config) = &state.webhook else {
+        tracing::warn!("webhook refused: no webhook secret is configured");
+        return ("unauthorized", StatusCode::UNAUTHORIZED, "unauthorized".to_owned());
+    };
+    match webhook::verify(config, headers, &body) {
+        Verdict::Trigger => {
+            let received = tokio::time::Instant::now();
+            if state.triggers.send(Trigger::Webhook { received }).is_err() {
+                tracing::warn!("webhook verified, but the daemon loop has stopped");
+                return ("ignored", StatusCode::SERVICE_UNAVAILABLE, "not accepted: the daemon is stopping".to_owned());
+            }
+            tracing::info!(branch = %config.branch, "webhook accepted: push to the tracked branch");
+            ("accepted", StatusCode::ACCEPTED, "accepted".to_owned())
+        }
+        Verdict::Ignored(reason) => {
+            tracing::info!(%reason, "webhook ignored");
+            ("ignored", StatusCode::ACCEPTED, reason)
+        }
+        Verdict::Ping => {
+            tracing::info!("webhook ping answered");
+            ("ignored", StatusCode::OK, "pong".to_owned())
+        }
+        Verdict::Unauthorized => {
+            tracing::info!("webhook refused: missing or wrong signature or token");
+            ("unauthorized", StatusCode::UNAUTHORIZED, "unauthorized".to_owned())
+        }
+        Verdict::BadRequest(reason) => {
+            tracing::info!(%reason, "webhook refused: bad request");
+            ("bad_request", StatusCode::BAD_REQUEST, reason)
+        }
+    }
+}

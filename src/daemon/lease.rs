@@ -1,1 +1,596 @@
-//! (being written)
+//! Leader election on a `coordination.k8s.io/v1` Lease, so that of the
+//! daemon's replicas only one reconciles and the others stand ready to take
+//! over. The semantics are client-go's `leaderelection` package with a
+//! LeaseLock:
+//!
+//! - A candidate creates the Lease when there is none, and takes it over
+//!   when its holder is empty or has not renewed it for
+//!   `leaseDurationSeconds`. Expiry is judged on the candidate's own clock:
+//!   it remembers when it last saw the Lease's spec change, so clock skew
+//!   between pods does not matter (`renewTime` is for people to read).
+//! - Every write is a replace carrying the resourceVersion that was read:
+//!   of two candidates racing for the Lease, one gets 409 Conflict and reads
+//!   again. A change of holder bumps `leaseTransitions`.
+//! - The leader renews every renew period. It steps down at once when the
+//!   Lease shows another holder, and when no renewal has succeeded for
+//!   lease duration − renew period (client-go's RenewDeadline, 10 s with the
+//!   defaults): strictly before any follower may see the Lease as expired.
+//! - On shutdown a leader releases the Lease (holder cleared,
+//!   `leaseDurationSeconds: 1`, like client-go's ReleaseOnCancel), so a
+//!   follower takes over at its next try instead of waiting for expiry.
+//!
+//! The decisions (expiry, the spec to write) are pure functions; the task
+//! started by [`spawn`] does the requests. It never panics: every API error
+//! is logged and retried.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Client;
+use kube::api::{Api, PostParams};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+/// The Lease's default name.
+pub const DEFAULT_NAME: &str = "winfleet-leader";
+
+/// Which Lease to hold, as whom, and how often to touch it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LeaseConfig {
+    /// Namespace of the Lease (the pod's own namespace).
+    pub namespace: String,
+    /// Name of the Lease ([`DEFAULT_NAME`] unless configured).
+    pub name: String,
+    /// This process's identity, unique among the replicas ([`default_identity`]).
+    pub identity: String,
+    /// How long the Lease stays valid without a renewal. Written as
+    /// `leaseDurationSeconds`, rounded up to whole seconds, at least 1 s.
+    pub lease_duration: Duration,
+    /// Renew period while leading (at most a third of the lease duration).
+    pub renew_every: Duration,
+    /// Try period while following, and after a failed renewal.
+    pub retry_every: Duration,
+}
+
+impl LeaseConfig {
+    /// The Lease [`DEFAULT_NAME`] in `namespace` with client-go's default
+    /// periods: lease 15 s, renew every 5 s, retry every 2 s.
+    pub fn new(namespace: impl Into<String>, identity: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: DEFAULT_NAME.to_string(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(15),
+            renew_every: Duration::from_secs(5),
+            retry_every: Duration::from_secs(2),
+        }
+    }
+}
+
+/// `$POD_NAME` (from the downward API), else the hostname, else
+/// "winfleet"; plus a random five-character suffix, so that a restarted
+/// process never mistakes its predecessor's Lease for its own.
+pub fn default_identity() -> String {
+    let base = std::env::var("POD_NAME")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .or_else(hostname)
+        .unwrap_or_else(|| "winfleet".to_string());
+    format!("{base}-{}", suffix())
+}
+
+fn hostname() -> Option<String> {
+    let from_env = std::env::var("HOSTNAME").ok();
+    let from_file =
+        || ["/proc/sys/kernel/hostname", "/etc/hostname"].iter().find_map(|p| std::fs::read_to_string(p).ok());
+    from_env.or_else(from_file).map(|s| s.trim().to_string()).filter(|s| !s.is_empty())
+}
+
+fn suffix() -> String {
+    const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
+    (0..5).filter_map(|_| ALPHABET.get(fastrand::usize(..ALPHABET.len())).map(|&b| char::from(b))).collect()
+}
+
+/// Runs the election until `shutdown` is cancelled. The receiver says
+/// whether this process leads right now; it turns false at once when
+/// leadership is lost or shutdown begins. On shutdown while holding the
+/// Lease, the task releases it before it ends.
+pub fn spawn(
+    client: Client,
+    config: LeaseConfig,
+    shutdown: CancellationToken,
+) -> (watch::Receiver<bool>, JoinHandle<()>) {
+    let (leading, rx) = watch::channel(false);
+    let elector = Elector {
+        api: Api::namespaced(client, &config.namespace),
+        timing: timing(&config),
+        config,
+        leading,
+        observed: None,
+    };
+    (rx, tokio::spawn(elector.run(shutdown)))
+}
+
+/// The periods the task runs on, made safe whatever the configuration says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Timing {
+    /// Written as `leaseDurationSeconds`.
+    lease_seconds: i32,
+    renew_every: Duration,
+    retry_every: Duration,
+    /// A leader that has not renewed for this long steps down.
+    renew_deadline: Duration,
+}
+
+const MIN_PERIOD: Duration = Duration::from_millis(10);
+/// Caps every period so no `Instant` arithmetic can overflow.
+const MAX_PERIOD: Duration = Duration::from_secs(24 * 3600);
+
+fn timing(c: &LeaseConfig) -> Timing {
+    let lease = c.lease_duration.clamp(Duration::from_secs(1), MAX_PERIOD);
+    let seconds = lease.as_secs() + u64::from(lease.subsec_nanos() > 0);
+    let renew_every = c.renew_every.max(MIN_PERIOD).min(lease / 3);
+    Timing {
+        lease_seconds: i32::try_from(seconds).unwrap_or(i32::MAX),
+        renew_every,
+        retry_every: c.retry_every.clamp(MIN_PERIOD, MAX_PERIOD),
+        renew_deadline: lease.saturating_sub(renew_every),
+    }
+}
+
+/// The holder named in a spec; an empty name is no holder.
+fn holder(spec: &LeaseSpec) -> Option<&str> {
+    spec.holder_identity.as_deref().filter(|h| !h.is_empty())
+}
+
+/// Whether `leaseDurationSeconds` have passed since this process first saw
+/// `spec` (at `seen`, on its own clock).
+fn expired(spec: &LeaseSpec, seen: Instant, now: Instant) -> bool {
+    let seconds = u64::try_from(spec.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
+    seen.checked_add(Duration::from_secs(seconds)).is_some_and(|end| end <= now)
+}
+
+/// What a candidate may do with the Lease spec it just read.
+#[derive(Debug, PartialEq)]
+enum Verdict {
+    /// Write this spec (acquire or renew).
+    Write(LeaseSpec),
+    /// Someone else holds the Lease.
+    Held(String),
+}
+
+/// client-go's `tryAcquireOrRenew` after the read: another holder keeps the
+/// Lease while it is valid, and always as far as a leader is concerned (a
+/// leader that sees another holder has been replaced and steps down).
+fn decide(old: &LeaseSpec, expired: bool, leading: bool, me: &str, lease_seconds: i32, now: Timestamp) -> Verdict {
+    match holder(old) {
+        Some(h) if h != me && (leading || !expired) => Verdict::Held(h.to_string()),
+        _ => Verdict::Write(claim(Some(old), me, lease_seconds, now)),
+    }
+}
+
+/// The spec a candidate writes to take or keep the Lease: a renewal keeps
+/// `acquireTime` and `leaseTransitions`, a change of holder bumps them.
+fn claim(old: Option<&LeaseSpec>, me: &str, lease_seconds: i32, now: Timestamp) -> LeaseSpec {
+    let base = old.cloned().unwrap_or_default();
+    let renewing = holder(&base) == Some(me);
+    let transitions = base.lease_transitions.unwrap_or(0);
+    LeaseSpec {
+        holder_identity: Some(me.to_string()),
+        lease_duration_seconds: Some(lease_seconds),
+        acquire_time: match &base.acquire_time {
+            Some(t) if renewing => Some(t.clone()),
+            _ => Some(MicroTime(now)),
+        },
+        renew_time: Some(MicroTime(now)),
+        lease_transitions: Some(if renewing || old.is_none() { transitions } else { transitions.saturating_add(1) }),
+        ..base
+    }
+}
+
+/// The spec a leader writes on shutdown (client-go's `release`): no holder,
+/// one second left, transitions unchanged.
+fn released(old: &LeaseSpec, now: Timestamp) -> LeaseSpec {
+    LeaseSpec {
+        holder_identity: None,
+        lease_duration_seconds: Some(1),
+        acquire_time: Some(MicroTime(now)),
+        renew_time: Some(MicroTime(now)),
+        ..old.clone()
+    }
+}
+
+/// A failed Lease request (logged, then retried).
+#[derive(Debug, thiserror::Error)]
+enum LeaseError {
+    /// The API refused or failed a request.
+    #[error("{verb} Lease {lease}: {message}")]
+    Api {
+        /// reading, creating or updating.
+        verb: &'static str,
+        /// namespace/name.
+        lease: String,
+        /// The API's words.
+        message: String,
+    },
+    /// No answer in time.
+    #[error("Lease {lease}: no answer within {after:?}")]
+    Timeout {
+        /// namespace/name.
+        lease: String,
+        /// How long the request was given.
+        after: Duration,
+    },
+}
+
+/// What one attempt to acquire or renew found.
+enum Outcome {
+    /// This process holds the Lease now.
+    Leading,
+    /// Another process holds it.
+    Held(String),
+    /// Another write came first (409); read again.
+    Conflict,
+}
+
+/// Why a leader stopped leading.
+enum Stop {
+    Shutdown,
+    Lost(String),
+}
+
+struct Elector {
+    api: Api<Lease>,
+    config: LeaseConfig,
+    timing: Timing,
+    leading: watch::Sender<bool>,
+    /// The spec last read and when this process first saw it.
+    observed: Option<(LeaseSpec, Instant)>,
+}
+
+impl Elector {
+    fn lease(&self) -> String {
+        format!("{}/{}", self.config.namespace, self.config.name)
+    }
+
+    fn api_error(&self, verb: &'static str, e: &kube::Error) -> LeaseError {
+        let message = match e {
+            kube::Error::Api(s) => format!("{} {}: {}", s.code, s.reason, s.message),
+            other => other.to_string(),
+        };
+        LeaseError::Api { verb, lease: self.lease(), message }
+    }
+
+    fn set_leading(&self, leading: bool) {
+        self.leading.send_if_modified(|l| std::mem::replace(l, leading) != leading);
+    }
+
+    /// When this process first saw `spec`.
+    fn observe(&mut self, spec: &LeaseSpec) -> Instant {
+        match &self.observed {
+            Some((seen, at)) if seen == spec => *at,
+            _ => {
+                let at = Instant::now();
+                self.observed = Some((spec.clone(), at));
+                at
+            }
+        }
+    }
+
+    async fn run(mut self, shutdown: CancellationToken) {
+        let lease = self.lease();
+        let identity = self.config.identity.clone();
+        loop {
+            let Some(renewed) = self.follow(&shutdown).await else { break };
+            self.set_leading(true);
+            info!(lease = %lease, identity = %identity, "became leader");
+            match self.lead(&shutdown, renewed).await {
+                Stop::Shutdown => break,
+                Stop::Lost(reason) => {
+                    self.set_leading(false);
+                    info!(lease = %lease, identity = %identity, reason = %reason, "lost leadership");
+                }
+            }
+            if !pause(&shutdown, self.timing.retry_every).await {
+                break;
+            }
+        }
+        self.set_leading(false);
+        // Also when following: an acquire cut short by the shutdown may
+        // have been written. `release` only touches a Lease naming us.
+        self.release().await;
+    }
+
+    /// Tries every retry period (with jitter, as client-go) until this
+    /// process holds the Lease; returns when the winning attempt started,
+    /// or None on shutdown.
+    async fn follow(&mut self, shutdown: &CancellationToken) -> Option<Instant> {
+        loop {
+            let started = Instant::now();
+            let attempt = tokio::select! {
+                () = shutdown.cancelled() => return None,
+                attempt = self.attempt(false) => attempt,
+            };
+            match attempt {
+                Ok(Outcome::Leading) => return Some(started),
+                Ok(Outcome::Held(holder)) => debug!(lease = %self.lease(), holder = %holder, "Lease held"),
+                Ok(Outcome::Conflict) => debug!(lease = %self.lease(), "Lease changed while acquiring"),
+                Err(e) => warn!(error = %e, "leader election: acquiring failed; retrying"),
+            }
+            if !pause(shutdown, jittered(self.timing.retry_every)).await {
+                return None;
+            }
+        }
+    }
+
+    /// Renews until shutdown or until leadership is lost. `renewed` is when
+    /// the last successful write was started: the Lease is ours until at
+    /// least then + lease duration, so stepping down at then + renew
+    /// deadline is always in time.
+    async fn lead(&mut self, shutdown: &CancellationToken, mut renewed: Instant) -> Stop {
+        let t = self.timing;
+        let mut next = renewed + t.renew_every;
+        loop {
+            let deadline = renewed + t.renew_deadline;
+            tokio::select! {
+                () = shutdown.cancelled() => return Stop::Shutdown,
+                () = tokio::time::sleep_until(next.min(deadline)) => {}
+            }
+            let started = Instant::now();
+            let attempt = tokio::select! {
+                () = shutdown.cancelled() => return Stop::Shutdown,
+                () = tokio::time::sleep_until(deadline) => {
+                    return Stop::Lost(format!("not renewed within {:?}", t.renew_deadline));
+                }
+                attempt = self.attempt(true) => attempt,
+            };
+            match attempt {
+                Ok(Outcome::Leading) => {
+                    renewed = started;
+                    next = started + t.renew_every;
+                    continue;
+                }
+                Ok(Outcome::Held(holder)) => return Stop::Lost(format!("the Lease is held by {holder}")),
+                Ok(Outcome::Conflict) => debug!(lease = %self.lease(), "Lease changed while renewing"),
+                Err(e) => warn!(error = %e, "leader election: renewing failed; retrying"),
+            }
+            next = Instant::now() + t.retry_every.min(t.renew_every);
+        }
+    }
+
+    /// One acquire-or-renew, bounded in time.
+    async fn attempt(&mut self, leading: bool) -> Result<Outcome, LeaseError> {
+        let after = self.timing.renew_deadline;
+        match tokio::time::timeout(after, self.try_acquire_or_renew(leading)).await {
+            Ok(result) => result,
+            Err(_) => Err(LeaseError::Timeout { lease: self.lease(), after }),
+        }
+    }
+
+    async fn try_acquire_or_renew(&mut self, leading: bool) -> Result<Outcome, LeaseError> {
+        let name = self.config.name.clone();
+        let found = self.api.get_opt(&name).await.map_err(|e| self.api_error("reading", &e))?;
+        let me = self.config.identity.clone();
+        let Some(mut lease) = found else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    namespace: Some(self.config.namespace.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(claim(None, &me, self.timing.lease_seconds, Timestamp::now())),
+            };
+            return match self.api.create(&PostParams::default(), &lease).await {
+                Ok(stored) => {
+                    self.observe(&stored.spec.unwrap_or_default());
+                    Ok(Outcome::Leading)
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Conflict),
+                Err(e) => Err(self.api_error("creating", &e)),
+            };
+        };
+        let old = lease.spec.take().unwrap_or_default();
+        let seen = self.observe(&old);
+        let expired = expired(&old, seen, Instant::now());
+        match decide(&old, expired, leading, &me, self.timing.lease_seconds, Timestamp::now()) {
+            Verdict::Held(holder) => Ok(Outcome::Held(holder)),
+            Verdict::Write(spec) => {
+                lease.spec = Some(spec);
+                match self.api.replace(&name, &PostParams::default(), &lease).await {
+                    Ok(stored) => {
+                        self.observe(&stored.spec.unwrap_or_default());
+                        Ok(Outcome::Leading)
+                    }
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Conflict),
+                    Err(e) => Err(self.api_error("updating", &e)),
+                }
+            }
+        }
+    }
+
+    /// Gives the Lease up if it names this process, within the renew deadline.
+    async fn release(&self) {
+        let after = self.timing.renew_deadline;
+        match tokio::time::timeout(after, self.try_release()).await {
+            Ok(Ok(true)) => info!(lease = %self.lease(), identity = %self.config.identity, "released"),
+            Ok(Ok(false)) => {}
+            Ok(Err(e)) => warn!(error = %e, "leader election: releasing failed"),
+            Err(_) => {
+                warn!(error = %LeaseError::Timeout { lease: self.lease(), after }, "leader election: releasing failed")
+            }
+        }
+    }
+
+    async fn try_release(&self) -> Result<bool, LeaseError> {
+        let name = &self.config.name;
+        let found = self.api.get_opt(name).await.map_err(|e| self.api_error("reading", &e))?;
+        let Some(mut lease) = found else { return Ok(false) };
+        let old = lease.spec.take().unwrap_or_default();
+        if holder(&old) != Some(self.config.identity.as_str()) {
+            return Ok(false);
+        }
+        lease.spec = Some(released(&old, Timestamp::now()));
+        self.api.replace(name, &PostParams::default(), &lease).await.map_err(|e| self.api_error("updating", &e))?;
+        Ok(true)
+    }
+}
+
+/// Waits `period`; false if `shutdown` came first.
+async fn pause(shutdown: &CancellationToken, period: Duration) -> bool {
+    tokio::select! {
+        () = shutdown.cancelled() => false,
+        () = tokio::time::sleep(period) => true,
+    }
+}
+
+/// `period` plus up to a fifth more, so followers started together spread
+/// their tries (client-go's JitterUntil with factor 1.2).
+fn jittered(period: Duration) -> Duration {
+    let extra = u64::try_from(period.as_millis() / 5).unwrap_or(0);
+    period + Duration::from_millis(fastrand::u64(0..=extra))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn at(seconds: i64) -> Timestamp {
+        Timestamp::from_second(1_700_000_000 + seconds).unwrap()
+    }
+
+    fn config(lease: u64, renew: u64, retry: u64) -> LeaseConfig {
+        LeaseConfig {
+            lease_duration: Duration::from_millis(lease),
+            renew_every: Duration::from_millis(renew),
+            retry_every: Duration::from_millis(retry),
+            ..LeaseConfig::new("ns", "me")
+        }
+    }
+
+    fn held_by(holder: &str, transitions: i32) -> LeaseSpec {
+        LeaseSpec {
+            holder_identity: Some(holder.into()),
+            lease_duration_seconds: Some(15),
+            acquire_time: Some(MicroTime(at(0))),
+            renew_time: Some(MicroTime(at(5))),
+            lease_transitions: Some(transitions),
+            ..LeaseSpec::default()
+        }
+    }
+
+    #[test]
+    fn the_defaults_are_client_gos() {
+        let t = timing(&LeaseConfig::new("ns", "me"));
+        assert_eq!(t.lease_seconds, 15);
+        assert_eq!(t.renew_every, Duration::from_secs(5));
+        assert_eq!(t.retry_every, Duration::from_secs(2));
+        assert_eq!(t.renew_deadline, Duration::from_secs(10));
+    }
+
+    #[test]
+    fn timing_stays_safe_whatever_the_configuration() {
+        // Sub-second and zero leases become one second; the renew period
+        // leaves room before the deadline; nothing is zero.
+        let t = timing(&config(0, 0, 0));
+        assert_eq!(t.lease_seconds, 1);
+        assert_eq!(t.renew_every, MIN_PERIOD);
+        assert_eq!(t.retry_every, MIN_PERIOD);
+        assert_eq!(t.renew_deadline, Duration::from_secs(1) - MIN_PERIOD);
+        let t = timing(&config(1_500, 5_000, 100));
+        assert_eq!(t.lease_seconds, 2);
+        assert_eq!(t.renew_every, Duration::from_millis(500));
+        assert_eq!(t.renew_deadline, Duration::from_millis(1_000));
+        let t = timing(&config(u64::MAX, u64::MAX, u64::MAX));
+        assert_eq!(t.lease_seconds, 24 * 3600);
+        assert_eq!(t.retry_every, MAX_PERIOD);
+    }
+
+    #[test]
+    fn expiry_counts_from_when_this_process_saw_the_spec() {
+        let seen = Instant::now();
+        let spec = held_by("other", 0);
+        assert!(!expired(&spec, seen, seen + Duration::from_secs(14)));
+        assert!(expired(&spec, seen, seen + Duration::from_secs(15)));
+        let no_duration = LeaseSpec { lease_duration_seconds: None, ..spec.clone() };
+        assert!(expired(&no_duration, seen, seen));
+        let negative = LeaseSpec { lease_duration_seconds: Some(-3), ..spec };
+        assert!(expired(&negative, seen, seen));
+    }
+
+    #[test]
+    fn creating_starts_at_zero_transitions() {
+        let spec = claim(None, "me", 15, at(9));
+        assert_eq!(spec.holder_identity.as_deref(), Some("me"));
+        assert_eq!(spec.lease_duration_seconds, Some(15));
+        assert_eq!(spec.lease_transitions, Some(0));
+        assert_eq!(spec.acquire_time, Some(MicroTime(at(9))));
+        assert_eq!(spec.renew_time, Some(MicroTime(at(9))));
+    }
+
+    #[test]
+    fn renewing_keeps_the_acquire_time_and_transitions() {
+        let spec = claim(Some(&held_by("me", 4)), "me", 15, at(9));
+        assert_eq!(spec.acquire_time, Some(MicroTime(at(0))));
+        assert_eq!(spec.renew_time, Some(MicroTime(at(9))));
+        assert_eq!(spec.lease_transitions, Some(4));
+    }
+
+    #[test]
+    fn taking_over_bumps_transitions_and_the_acquire_time() {
+        for old in [held_by("other", 4), released(&held_by("other", 4), at(6))] {
+            let spec = claim(Some(&old), "me", 15, at(9));
+            assert_eq!(spec.holder_identity.as_deref(), Some("me"));
+            assert_eq!(spec.acquire_time, Some(MicroTime(at(9))));
+            assert_eq!(spec.lease_transitions, Some(5));
+            assert_eq!(spec.lease_duration_seconds, Some(15));
+        }
+    }
+
+    #[test]
+    fn a_valid_lease_of_another_holder_is_left_alone() {
+        let old = held_by("other", 1);
+        assert_eq!(decide(&old, false, false, "me", 15, at(9)), Verdict::Held("other".into()));
+        assert!(matches!(decide(&old, true, false, "me", 15, at(9)), Verdict::Write(_)));
+    }
+
+    #[test]
+    fn a_leader_that_sees_another_holder_steps_down_even_when_expired() {
+        let old = held_by("other", 1);
+        assert_eq!(decide(&old, true, true, "me", 15, at(9)), Verdict::Held("other".into()));
+    }
+
+    #[test]
+    fn an_empty_or_own_lease_is_taken_at_once() {
+        let empty = released(&held_by("other", 2), at(6));
+        assert!(matches!(decide(&empty, false, false, "me", 15, at(9)), Verdict::Write(_)));
+        let own = held_by("me", 2);
+        assert!(matches!(decide(&own, false, false, "me", 15, at(9)), Verdict::Write(_)));
+    }
+
+    #[test]
+    fn releasing_clears_the_holder_and_keeps_transitions() {
+        let spec = released(&held_by("me", 3), at(9));
+        assert_eq!(spec.holder_identity, None);
+        assert_eq!(spec.lease_duration_seconds, Some(1));
+        assert_eq!(spec.lease_transitions, Some(3));
+        assert_eq!(spec.renew_time, Some(MicroTime(at(9))));
+    }
+
+    #[test]
+    fn identities_carry_a_random_suffix() {
+        let a = default_identity();
+        let b = default_identity();
+        assert_ne!(a, b);
+        let (base, tail) = a.rsplit_once('-').unwrap();
+        assert!(!base.is_empty());
+        assert_eq!(tail.len(), 5);
+        assert!(tail.bytes().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
+    }
+}

@@ -1,7 +1,267 @@
-//! `winfleet run`: the continuous GitOps loop.
+//! `winfleet run`: the continuous GitOps loop (DESIGN.md "The pipeline").
+//!
+//! One round at a time, so no node is ever worked on by two passes at once:
+//! source → desired → observe → plan → apply → report. Every trigger (poll
+//! timer, webhook, file watch, drift timer, cluster watch, per-node retry)
+//! feeds one channel; whatever arrives during a round becomes exactly one
+//! follow-up round ([`schedule`]).
+//!
+//! - [`schedule`]: timers, coalescing, per-node back-off (pure).
+//! - [`round`]: what one unit of work does (a new commit, a drift check,
+//!   a retry) and the record it leaves.
+//! - [`report`]: the status files written back to Git after each round.
+//! - [`source`]: the remote or checkout the revisions come from.
+//! - [`http`], [`webhook`], [`metrics`]: the operator-facing endpoints.
+//! - [`lease`]: leader election; only the leader reconciles.
+//! - [`fs_watch`], [`cluster_watch`]: triggers from outside.
 
+pub mod cluster_watch;
+pub mod fs_watch;
 pub mod http;
 pub mod lease;
 pub mod metrics;
+pub mod report;
+pub mod round;
+pub mod schedule;
+pub mod source;
 pub mod trigger;
 pub mod webhook;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::cluster::connect::Cluster;
+use crate::render::pull_secret::PullSecret;
+use crate::source::transport::GitAuth;
+use crate::ssh::Pool;
+use metrics::Metrics;
+use round::{Daemon, RoundRecord};
+use schedule::Schedule;
+use source::{Source, SourceConfig};
+use trigger::Trigger;
+
+/// Everything `winfleet run` is told.
+#[derive(Debug)]
+pub struct Config {
+    /// Where revisions come from.
+    pub source: SourceConfig,
+    /// Git credentials (source and status pushes).
+    pub auth: GitAuth,
+    /// A writable directory for the Git caches.
+    pub cache_dir: PathBuf,
+    /// Where status is pushed (default: the source remote, or the checkout's origin).
+    pub status_url: Option<String>,
+    /// Status commit author name.
+    pub author_name: String,
+    /// Status commit author email.
+    pub author_email: String,
+    /// How often the source is checked without being told.
+    pub poll_interval: Duration,
+    /// How long in-flight work may take to finish on shutdown.
+    pub shutdown_timeout: Duration,
+    /// Nodes processed at once (default: the Fleet's).
+    pub max_parallel: Option<u32>,
+    /// Drain timeout of a safe reboot.
+    pub drain_timeout: Duration,
+    /// Time a rebooting node has to come back.
+    pub reboot_timeout: Duration,
+    /// Registry credentials for hosts.toml.
+    pub pull_secret: Option<PullSecret>,
+    /// Where /healthz, /readyz and /metrics are served.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Where the webhook is served, and its verification.
+    pub webhook: Option<(SocketAddr, webhook::WebhookConfig)>,
+    /// Leader election (needs a cluster).
+    pub leader_election: Option<lease::LeaseConfig>,
+    /// Watch the cluster for new Windows Nodes and Machines.
+    pub watch_cluster: bool,
+    /// Seed of the jitter (timers and back-off).
+    pub seed: u64,
+}
+
+/// A running daemon.
+pub struct Handle {
+    /// Where /healthz, /readyz and /metrics answer.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Where the webhook answers.
+    pub webhook_addr: Option<SocketAddr>,
+    /// The metrics.
+    pub metrics: Arc<Metrics>,
+    /// Every finished round, from the first one on.
+    pub records: broadcast::Receiver<RoundRecord>,
+    /// Cancel to stop.
+    pub shutdown: CancellationToken,
+    /// The loop; ends after shutdown.
+    pub task: tokio::task::JoinHandle<Result<(), DaemonError>>,
+}
+
+/// Why the daemon could not start or had to stop.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// The source could not be opened.
+    #[error("source: {0}")]
+    Source(String),
+    /// An endpoint could not be served.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The checkout could not be watched.
+    #[error("cannot watch the checkout: {0}")]
+    Watch(String),
+}
+
+/// Starts the daemon: endpoints, leader election, watches and the loop.
+pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Result<Handle, DaemonError> {
+    let shutdown = CancellationToken::new();
+    let metrics = Arc::new(Metrics::new());
+    let ready = Arc::new(AtomicBool::new(false));
+    let (triggers, receiver) = mpsc::unbounded_channel();
+    let (rounds, records) = broadcast::channel(256);
+    let source = Source::open(&config.source, &config.cache_dir, &config.auth)
+        .map_err(|e| DaemonError::Source(e.to_string()))?;
+    let state = |webhook: Option<Arc<webhook::WebhookConfig>>| http::HttpState {
+        metrics: Arc::clone(&metrics),
+        ready: Arc::clone(&ready),
+        webhook,
+        triggers: triggers.clone(),
+    };
+    let metrics_addr = match config.metrics_addr {
+        Some(addr) => Some(serve(addr, http::ops_router(state(None)), &shutdown).await?),
+        None => None,
+    };
+    let webhook_addr = match &config.webhook {
+        Some((addr, verify)) => {
+            Some(serve(*addr, http::webhook_router(state(Some(Arc::new(verify.clone())))), &shutdown).await?)
+        }
+        None => None,
+    };
+    let watcher = match source.watch_paths() {
+        paths if paths.is_empty() => None,
+        paths => Some(fs_watch::watch(&paths, triggers.clone()).map_err(|e| DaemonError::Watch(e.to_string()))?),
+    };
+    let leader = match (&config.leader_election, &cluster) {
+        (Some(lease_config), Some(cluster)) => {
+            let (leader, _task) = lease::spawn(cluster.client.clone(), lease_config.clone(), shutdown.child_token());
+            Some(leader)
+        }
+        _ => None,
+    };
+    if let (true, Some(cluster)) = (config.watch_cluster, &cluster) {
+        tokio::spawn(cluster_watch::run(cluster.client.clone(), triggers.clone(), shutdown.child_token()));
+    }
+    let now = Instant::now();
+    let schedule = Schedule::new(now, config.poll_interval, Duration::from_secs(600), config.seed);
+    let daemon = Daemon::new(config, source, cluster, pool, Arc::clone(&metrics), ready, rounds);
+    let task = tokio::spawn(run_loop(daemon, schedule, receiver, leader, shutdown.clone(), watcher));
+    Ok(Handle { metrics_addr, webhook_addr, metrics, records, shutdown, task })
+}
+
+async fn serve(
+    addr: SocketAddr,
+    router: axum::Router,
+    shutdown: &CancellationToken,
+) -> Result<SocketAddr, DaemonError> {
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| DaemonError::Listen { addr, source })?;
+    let bound = listener.local_addr().map_err(|source| DaemonError::Listen { addr, source })?;
+    let token = shutdown.clone();
+    tokio::spawn(async move {
+        if let Err(e) = http::serve(listener, router, token).await {
+            tracing::error!(error = %e, "endpoint stopped");
+        }
+    });
+    Ok(bound)
+}
+
+/// Rounds until shutdown: wait for work (and leadership), run it, repeat.
+async fn run_loop(
+    mut daemon: Daemon,
+    mut schedule: Schedule,
+    mut receiver: mpsc::UnboundedReceiver<Trigger>,
+    mut leader: Option<watch::Receiver<bool>>,
+    shutdown: CancellationToken,
+    _watcher: Option<notify::RecommendedWatcher>,
+) -> Result<(), DaemonError> {
+    loop {
+        while let Ok(trigger) = receiver.try_recv() {
+            schedule.trigger(trigger);
+        }
+        let now = Instant::now();
+        let leading = leader.as_mut().is_none_or(|l| *l.borrow_and_update());
+        if !leading {
+            // A follower keeps its source fresh (and /readyz honest) and
+            // runs no round; on taking over it checks the source at once.
+            if let Some(work) = schedule.take(now)
+                && work.check_source
+            {
+                daemon.probe_source().await;
+            }
+            let Some(l) = leader.as_mut() else { continue };
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                changed = l.changed() => {
+                    if changed.is_err() {
+                        break;
+                    }
+                    schedule.trigger(Trigger::Poll);
+                }
+                trigger = receiver.recv() => match trigger {
+                    Some(trigger) => schedule.trigger(trigger),
+                    None => break,
+                },
+                () = tokio::time::sleep_until(schedule.next_wake(now)) => {}
+            }
+            continue;
+        }
+        if let Some(work) = schedule.take(now) {
+            // Losing leadership stops taking work like a shutdown does.
+            let stop = shutdown.child_token();
+            let lost = leader.clone().map(|mut l| {
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    let _ = l.wait_for(|leading| !*leading).await;
+                    stop.cancel();
+                })
+            });
+            let grace = daemon.shutdown_timeout();
+            let round = daemon.run(work, &mut schedule, &stop);
+            tokio::pin!(round);
+            tokio::select! {
+                () = &mut round => {}
+                () = shutdown.cancelled() => {
+                    tracing::info!("stopping: no new node is started; waiting up to {}s for running ones", grace.as_secs());
+                    if tokio::time::timeout(grace, &mut round).await.is_err() {
+                        tracing::warn!("stopping with work unfinished; the next start re-observes and converges");
+                    }
+                }
+            }
+            if let Some(task) = lost {
+                task.abort();
+            }
+            if shutdown.is_cancelled() {
+                break;
+            }
+            continue;
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            trigger = receiver.recv() => match trigger {
+                Some(trigger) => schedule.trigger(trigger),
+                None => break,
+            },
+            () = tokio::time::sleep_until(schedule.next_wake(now)) => {}
+        }
+    }
+    tracing::info!("stopped");
+    Ok(())
+}

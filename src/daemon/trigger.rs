@@ -1,5 +1,5 @@
 //! What wakes the daemon. Every source of work (poll timer, webhook, file
-//! watch, drift timer, cluster watch, retry timer) sends a [`Trigger`] down
+//! watch, drift timer, cluster watch) sends a [`Trigger`] down
 //! one channel; the loop coalesces whatever arrives during a round into one
 //! follow-up round.
 
@@ -24,8 +24,6 @@ pub enum Trigger {
         /// Its addresses (InternalIP, hostnames), to find its instance.
         addresses: Vec<String>,
     },
-    /// A node's back-off after a transient failure has expired.
-    Retry,
 }
 
 /// The sending end every trigger source holds.

@@ -9,6 +9,7 @@ pub mod host;
 pub mod report;
 
 use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
 
 use crate::desired::model::Instance;
@@ -33,28 +34,38 @@ pub struct RoundOptions {
 /// completes. Reports come back sorted by address. Once `stop` is
 /// cancelled no further node is started (those stay
 /// [`NodeResult::Pending`]); nodes already running finish their script.
-pub async fn round<'a>(
+pub async fn round(
     pool: &Pool,
-    instances: impl IntoIterator<Item = &'a Instance>,
+    instances: &[&Instance],
     options: RoundOptions,
     stop: &CancellationToken,
     mut on_node: impl FnMut(&NodeReport),
 ) -> Vec<NodeReport> {
     let mut reports = Vec::new();
-    let mut running = futures::stream::iter(instances)
-        .map(|instance| async move {
-            if stop.is_cancelled() {
-                return NodeReport::new(&instance.address);
-            }
-            node(pool, instance, options.dry_run).await
-        })
-        .buffer_unordered(options.max_parallel.max(1));
-    while let Some(report) = running.next().await {
+    let mut waiting = instances.iter();
+    // A plain loop over FuturesUnordered (not a stream adaptor with a
+    // closure): the daemon spawns rounds, and this keeps the future `Send`
+    // without rustc's higher-ranked lifetime trouble.
+    let mut running = FuturesUnordered::new();
+    loop {
+        while running.len() < options.max_parallel.max(1) {
+            let Some(instance) = waiting.next() else { break };
+            running.push(node_unless_stopped(pool, instance, options.dry_run, stop));
+        }
+        let Some(report) = running.next().await else { break };
         on_node(&report);
         reports.push(report);
     }
     reports.sort_by(|a, b| a.address.cmp(&b.address));
     reports
+}
+
+/// [`node`], unless `stop` was cancelled before its turn came.
+async fn node_unless_stopped(pool: &Pool, instance: &Instance, dry_run: bool, stop: &CancellationToken) -> NodeReport {
+    if stop.is_cancelled() {
+        return NodeReport::new(&instance.address);
+    }
+    node(pool, instance, dry_run).await
 }
 
 /// The SSH target of an instance.

@@ -63,7 +63,7 @@ pub async fn round<H: Host>(
     on_node: impl FnMut(&NodeReport),
 ) -> RoundReport {
     let Some(cluster) = cluster else {
-        let nodes = node_round(pool, instances.iter().copied(), options, on_node).await;
+        let nodes = node_round(pool, instances, options, on_node).await;
         return RoundReport { dry_run: options.dry_run, nodes, cluster: None };
     };
     let mut report = ClusterReport { api: cluster.url.clone(), ..ClusterReport::default() };
@@ -89,7 +89,7 @@ pub async fn round<H: Host>(
     let all: Vec<&Instance> = owned.iter().collect();
     let byoh = &all[..instances.len()];
     let Some(facts) = facts else {
-        let nodes = node_round(pool, all.iter().copied(), options, on_node).await;
+        let nodes = node_round(pool, &all, options, on_node).await;
         return RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) };
     };
     let resolved = resolve_all(all.iter().map(|i| i.address.as_str())).await;
@@ -123,7 +123,7 @@ pub async fn round<H: Host>(
         let outcomes = cluster_apply::write(&cluster.client, &events, &plan, &facts).await;
         report.set_outcomes(outcomes);
     }
-    let nodes = node_round(pool, all.iter().copied(), options, on_node).await;
+    let nodes = node_round(pool, &all, options, on_node).await;
     if !options.dry_run {
         // A rejected plan starts no new reboot, but reboots an earlier round
         // left unfinished are always finished.
@@ -133,9 +133,9 @@ pub async fn round<H: Host>(
     RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) }
 }
 
-async fn node_round<'a>(
+async fn node_round(
     pool: &Pool,
-    instances: impl IntoIterator<Item = &'a Instance>,
+    instances: &[&Instance],
     options: &Options,
     on_node: impl FnMut(&NodeReport),
 ) -> Vec<NodeReport> {

@@ -79,6 +79,25 @@ impl PullSecret {
         self.headers.get(registry_host).map(String::as_str)
     }
 
+    /// Every credential in the secret, in each form it could leak in (the
+    /// header, its base64, `user:password`, the password), for redaction.
+    pub fn secret_values(&self) -> Vec<String> {
+        let mut values = Vec::new();
+        for header in self.headers.values() {
+            values.push(header.clone());
+            let Some(encoded) = header.strip_prefix("Basic ") else { continue };
+            values.push(encoded.to_owned());
+            let Some(pair) = STANDARD.decode(encoded).ok().and_then(|raw| String::from_utf8(raw).ok()) else {
+                continue;
+            };
+            if let Some((_, password)) = pair.split_once(':') {
+                values.push(password.to_owned());
+            }
+            values.push(pair);
+        }
+        values
+    }
+
     /// Whether the secret has no usable credentials.
     pub fn is_empty(&self) -> bool {
         self.headers.is_empty()

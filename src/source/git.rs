@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use git2::{ObjectType, Repository, TreeWalkMode, TreeWalkResult};
+use git2::{ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
 
 use super::{Snapshot, SourceError, SourceFile};
 
@@ -10,6 +10,14 @@ use super::{Snapshot, SourceError, SourceFile};
 pub fn read_revision(repo_dir: &Path, rev: &str) -> Result<Snapshot, SourceError> {
     let repo = open(repo_dir)?;
     let commit = find_commit(&repo, rev)?;
+    read_commit(&repo, commit.id())
+}
+
+/// Reads every blob of the tree of the commit `id` of an open repository,
+/// from its object database only (the working files are never read).
+pub fn read_commit(repo: &Repository, id: Oid) -> Result<Snapshot, SourceError> {
+    let rev = id.to_string();
+    let commit = repo.find_commit(id).map_err(|e| SourceError::git(format!("finding commit {rev}"), &e))?;
     let tree = commit.tree().map_err(|e| SourceError::git(format!("reading the tree of {rev}"), &e))?;
     let mut files = Vec::new();
     let mut failure = None;
@@ -33,7 +41,7 @@ pub fn read_revision(repo_dir: &Path, rev: &str) -> Result<Snapshot, SourceError
         return Err(e);
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Snapshot { revision: Some(commit.id().to_string()), files })
+    Ok(Snapshot { revision: Some(rev), files })
 }
 
 fn open(repo_dir: &Path) -> Result<Repository, SourceError> {

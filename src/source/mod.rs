@@ -10,7 +10,11 @@ pub mod remote;
 pub mod transport;
 mod worktree;
 
+pub use checkout::CheckoutSource;
+pub use git::read_commit;
 pub use git::read_revision;
+pub use remote::{Fetched, RemoteSource, only_status_changes};
+pub use transport::{GitAuth, GitError, PushError, redact_url};
 pub use worktree::read_worktree;
 
 /// One file of the repository.

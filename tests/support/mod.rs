@@ -123,3 +123,4 @@ pub fn winfleet(args: &[&str]) -> (i32, String, String) {
 }
 pub mod apiserver;
 pub mod fleet;
+pub mod remote;

@@ -1,0 +1,328 @@
+//! The daemon's figures (issue 5), measured side by side in one run:
+//!
+//! 1. Merge → applied latency on 50 real sshd nodes, over PUSHES pushes
+//!    each: via the webhook (a push to a bare file:// remote, then a signed
+//!    GitHub notification) and via the file watch (a git-sync style link
+//!    flipped atomically onto a new worktree). Latency = from the moment
+//!    the new revision is in place (push done / link flipped) to the moment
+//!    the last node's apply script returned. p50 and p95.
+//! 2. Idle cost with 200 nodes tracked and nothing changing: CPU share of
+//!    the daemon process and its RSS, pure idle (default timers, nothing
+//!    due) and the cost of one drift round (every node re-observed),
+//!    amortized over the default 10-minute drift interval.
+//!
+//! `cargo bench --bench daemon` (LATENCY_NODES=50, IDLE_NODES=200, PUSHES=25).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, missing_docs)]
+
+#[path = "../tests/support/fleet.rs"]
+mod fleet;
+#[path = "../tests/support/remote.rs"]
+mod remote;
+
+use std::path::Path;
+use std::time::Duration;
+
+use fleet::TestFleet;
+use hmac::{KeyInit, Mac};
+use remote::{Remote, git};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+use winfleet::daemon::round::{RoundKind, RoundRecord};
+use winfleet::daemon::source::SourceConfig;
+use winfleet::daemon::webhook::WebhookConfig;
+use winfleet::daemon::{self, Config, Handle};
+use winfleet::source::transport::GitAuth;
+use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
+
+const SECRET: &[u8] = b"bench-secret";
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn files(fleet: &TestFleet, mirror: &str, drift: &str) -> Vec<(&'static str, String)> {
+    let mut list = String::from(
+        "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: t\nspec:\n  instances:\n",
+    );
+    for node in &fleet.nodes {
+        list.push_str(&format!("  - address: {}\n", node.address));
+    }
+    vec![
+        (
+            "fleet.yaml",
+            format!("{}  rollout:\n    maxParallel: 64\n  drift:\n    interval: {drift}\n", fleet.fleet_yaml()),
+        ),
+        ("instances.yaml", list),
+        ("mirrors.yaml", mirrors(mirror)),
+    ]
+}
+
+fn mirrors(mirror: &str) -> String {
+    format!(
+        "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: m\nspec:\n  imageDigestMirrors:\n  - source: quay.io\n    mirrors:\n    - {mirror}\n"
+    )
+}
+
+fn config(source: SourceConfig, cache: &Path, webhook: bool) -> Config {
+    Config {
+        source,
+        auth: GitAuth::default(),
+        cache_dir: cache.to_owned(),
+        status_url: None,
+        author_name: "winfleet".into(),
+        author_email: "winfleet@bench.invalid".into(),
+        poll_interval: Duration::from_secs(60),
+        shutdown_timeout: Duration::from_secs(30),
+        max_parallel: None,
+        drain_timeout: Duration::from_secs(60),
+        reboot_timeout: Duration::from_secs(60),
+        pull_secret: None,
+        metrics_addr: None,
+        webhook: webhook.then(|| ("127.0.0.1:0".parse().unwrap(), WebhookConfig::new(SECRET.to_vec(), "main"))),
+        leader_election: None,
+        watch_cluster: false,
+        seed: 1,
+    }
+}
+
+fn pool(fleet: &TestFleet) -> Pool {
+    let key = load_key(&fleet.key).unwrap();
+    Pool::new(key, KnownHosts::load(&fleet.known_hosts, false).unwrap(), Settings::default())
+}
+
+async fn next(records: &mut broadcast::Receiver<RoundRecord>, revision: &str) -> RoundRecord {
+    loop {
+        let record = tokio::time::timeout(Duration::from_secs(300), records.recv()).await.unwrap().unwrap();
+        if record.revision == revision && record.kind == RoundKind::Commit {
+            return record;
+        }
+    }
+}
+
+async fn notify(handle: &Handle) {
+    let body = br#"{"ref":"refs/heads/main"}"#;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SECRET).unwrap();
+    mac.update(body);
+    let sig: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    let addr = handle.webhook_addr.unwrap();
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST /webhook HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nX-GitHub-Event: push\r\nX-Hub-Signature-256: sha256={sig}\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    assert!(response.starts_with(b"HTTP/1.1 202"), "{}", String::from_utf8_lossy(&response));
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+fn summary(name: &str, mut samples: Vec<Duration>) -> (Duration, Duration) {
+    samples.sort();
+    let (p50, p95) = (percentile(&samples, 0.5), percentile(&samples, 0.95));
+    println!(
+        "{name:<10} n={:<3} p50 {:>7.1} ms  p95 {:>7.1} ms  min {:>7.1} ms  max {:>7.1} ms",
+        samples.len(),
+        p50.as_secs_f64() * 1e3,
+        p95.as_secs_f64() * 1e3,
+        samples[0].as_secs_f64() * 1e3,
+        samples[samples.len() - 1].as_secs_f64() * 1e3
+    );
+    (p50, p95)
+}
+
+/// Webhook mode: push to the bare remote, notify, wait for the apply.
+async fn webhook_latency(fleet: &TestFleet, pushes: usize) -> Vec<Duration> {
+    let initial = files(fleet, "m0.corp.example/quay", "1h");
+    let refs: Vec<(&str, &str)> = initial.iter().map(|(p, c)| (*p, c.as_str())).collect();
+    let remote = Remote::new(&refs);
+    let source = SourceConfig::Remote { url: remote.url(), branch: "main".into() };
+    let mut handle = daemon::start(config(source, &remote.scratch("cache"), true), None, pool(fleet)).await.unwrap();
+    next(&mut handle.records, &remote.tip("main").unwrap()).await;
+    let mut samples = Vec::new();
+    for i in 1..=pushes {
+        let revision = remote.push(&[("mirrors.yaml", &mirrors(&format!("m{i}.corp.example/quay")))], &[], "m");
+        let merged = Instant::now();
+        notify(&handle).await;
+        let record = next(&mut handle.records, &revision).await;
+        assert_eq!(record.failed, 0);
+        samples.push(record.applied_at - merged);
+    }
+    handle.shutdown.cancel();
+    handle.task.await.unwrap().unwrap();
+    samples
+}
+
+/// A git-sync style checkout: `root/current` → `root/.worktrees/<sha>`.
+struct GitSync {
+    root: std::path::PathBuf,
+    repo: std::path::PathBuf,
+}
+
+impl GitSync {
+    fn new(dir: &Path, files: &[(&'static str, String)]) -> Self {
+        let repo = dir.join("upstream");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        let sync = Self { root: dir.join("git"), repo };
+        std::fs::create_dir_all(sync.root.join(".worktrees")).unwrap();
+        git(&sync.root, &["init", "-q"]);
+        sync.publish(files);
+        sync
+    }
+
+    /// Commits upstream, fetches into the root, adds a worktree and flips
+    /// the link (rename over it); the new revision.
+    fn publish(&self, files: &[(&'static str, String)]) -> String {
+        for (rel, content) in files {
+            std::fs::write(self.repo.join(rel), content).unwrap();
+        }
+        git(&self.repo, &["add", "-A"]);
+        git(&self.repo, &["commit", "-q", "--allow-empty", "-m", "change"]);
+        let sha = git(&self.repo, &["rev-parse", "HEAD"]);
+        git(&self.root, &["fetch", "-q", self.repo.to_str().unwrap(), "main"]);
+        let worktree = self.root.join(".worktrees").join(&sha);
+        git(&self.root, &["worktree", "add", "-q", "--detach", worktree.to_str().unwrap(), &sha]);
+        let tmp = self.root.join(".current.tmp");
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(Path::new(".worktrees").join(&sha), &tmp).unwrap();
+        std::fs::rename(&tmp, self.link()).unwrap();
+        sha
+    }
+
+    fn link(&self) -> std::path::PathBuf {
+        self.root.join("current")
+    }
+}
+
+/// File-watch mode: flip the git-sync link, wait for the apply.
+async fn fs_watch_latency(fleet: &TestFleet, pushes: usize) -> Vec<Duration> {
+    let dir = tempfile::tempdir().unwrap();
+    let sync = GitSync::new(dir.path(), &files(fleet, "m0.corp.example/quay", "1h"));
+    let source = SourceConfig::Checkout { path: sync.link() };
+    let cache = dir.path().join("cache");
+    let mut handle = daemon::start(config(source, &cache, false), None, pool(fleet)).await.unwrap();
+    let head = git(&sync.link(), &["rev-parse", "HEAD"]);
+    next(&mut handle.records, &head).await;
+    let mut samples = Vec::new();
+    for i in 1..=pushes {
+        let revision = sync.publish(&[("mirrors.yaml", mirrors(&format!("f{i}.corp.example/quay")))]);
+        let merged = Instant::now();
+        let record = next(&mut handle.records, &revision).await;
+        assert_eq!(record.failed, 0);
+        samples.push(record.applied_at - merged);
+    }
+    handle.shutdown.cancel();
+    handle.task.await.unwrap().unwrap();
+    samples
+}
+
+/// CPU seconds this process has used (user + system).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(')').unwrap().1.split_whitespace().collect();
+    let ticks: f64 = fields[11].parse::<f64>().unwrap() + fields[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+fn rss_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = status.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap() / 1024.0
+}
+
+/// Idle cost: default timers (nothing due) for `window`, then drift rounds.
+async fn idle(fleet: &TestFleet, window: Duration) {
+    let initial = files(fleet, "m0.corp.example/quay", "10m");
+    let refs: Vec<(&str, &str)> = initial.iter().map(|(p, c)| (*p, c.as_str())).collect();
+    let remote = Remote::new(&refs);
+    let source = SourceConfig::Remote { url: remote.url(), branch: "main".into() };
+    let mut handle = daemon::start(config(source, &remote.scratch("cache"), false), None, pool(fleet)).await.unwrap();
+    next(&mut handle.records, &remote.tip("main").unwrap()).await;
+    // Idle: 200 nodes tracked, connections pooled, default poll (1m) and drift (10m).
+    let (cpu, wall) = (cpu_seconds(), Instant::now());
+    tokio::time::sleep(window).await;
+    let idle_share = (cpu_seconds() - cpu) / wall.elapsed().as_secs_f64();
+    let rss = rss_mib();
+    handle.shutdown.cancel();
+    handle.task.await.unwrap().unwrap();
+
+    // One drift round every few seconds: its CPU cost, amortized over 10m.
+    let drift = files(fleet, "m0.corp.example/quay", "2s");
+    let refs: Vec<(&str, &str)> = drift.iter().map(|(p, c)| (*p, c.as_str())).collect();
+    let head = remote.push(&refs, &[], "drift every 2s");
+    let source = SourceConfig::Remote { url: remote.url(), branch: "main".into() };
+    let mut handle = daemon::start(config(source, &remote.scratch("cache2"), false), None, pool(fleet)).await.unwrap();
+    next(&mut handle.records, &head).await;
+    let mut per_round = Vec::new();
+    let mut durations = Vec::new();
+    for _ in 0..5 {
+        let cpu = cpu_seconds();
+        let started = Instant::now();
+        let record = loop {
+            let r = handle.records.recv().await.unwrap();
+            if r.kind == RoundKind::Drift {
+                break r;
+            }
+        };
+        assert_eq!(record.changed, 0);
+        per_round.push(cpu_seconds() - cpu);
+        durations.push(started.elapsed());
+    }
+    let rss_drift = rss_mib();
+    handle.shutdown.cancel();
+    handle.task.await.unwrap().unwrap();
+    per_round.sort_by(f64::total_cmp);
+    let drift_cpu = per_round[per_round.len() / 2];
+    println!(
+        "idle       {} nodes: CPU share {:.3}% over {}s (nothing due), RSS {:.1} MiB",
+        fleet.nodes.len(),
+        idle_share * 100.0,
+        window.as_secs(),
+        rss
+    );
+    println!(
+        "drift      one no-op drift round of {} nodes: {:.0} ms CPU (median of 5, incl. ~2 s of idle each), RSS {:.1} MiB",
+        fleet.nodes.len(),
+        drift_cpu * 1e3,
+        rss_drift
+    );
+    println!(
+        "amortized  default timers (drift every 10m): CPU share {:.3}% of one core",
+        (idle_share + drift_cpu / 600.0) * 100.0
+    );
+}
+
+fn main() {
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let latency_nodes = env("LATENCY_NODES", 50);
+    let idle_nodes = env("IDLE_NODES", 200);
+    let pushes = env("PUSHES", 25);
+    println!(
+        "winfleet daemon bench: {latency_nodes} nodes for latency ({pushes} pushes per trigger), {idle_nodes} for idle"
+    );
+    let fleet = TestFleet::start(latency_nodes);
+    runtime.block_on(async {
+        // Alternate the modes in chunks, so noise hits both alike.
+        let mut webhook = Vec::new();
+        let mut fs = Vec::new();
+        for chunk in [pushes / 2, pushes - pushes / 2] {
+            webhook.extend(webhook_latency(&fleet, chunk).await);
+            fs.extend(fs_watch_latency(&fleet, chunk).await);
+        }
+        println!("merge -> applied on {latency_nodes} nodes (goal p50 <= 1 s):");
+        let (w50, _) = summary("webhook", webhook);
+        let (f50, _) = summary("fs-watch", fs);
+        println!("ratio      fs-watch/webhook p50 {:.2}", f50.as_secs_f64() / w50.as_secs_f64());
+    });
+    drop(fleet);
+    let fleet = TestFleet::start(idle_nodes);
+    runtime.block_on(idle(&fleet, Duration::from_secs(60)));
+}

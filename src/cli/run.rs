@@ -1,0 +1,200 @@
+//! `winfleet run`: the daemon. Flags become a [`daemon::Config`]; SIGTERM
+//! and SIGINT stop it gracefully.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use winfleet::daemon::lease::{self, LeaseConfig};
+use winfleet::daemon::source::SourceConfig;
+use winfleet::daemon::webhook::WebhookConfig;
+use winfleet::daemon::{self, Config};
+use winfleet::desired::rules::fleet::parse_duration;
+use winfleet::source::transport::GitAuth;
+
+use super::{RoundArgs, live, load};
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `winfleet run` flags; each has a `WINFLEET_*` environment variable.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The config repository to fetch (file://, https with --git-token-file, ssh with --git-ssh-key).
+    #[arg(long, value_name = "URL", env = "WINFLEET_REPO_URL", required_unless_present = "repo_path")]
+    repo_url: Option<String>,
+    /// The branch to track.
+    #[arg(long, value_name = "BRANCH", env = "WINFLEET_BRANCH", default_value = "main")]
+    branch: String,
+    /// A checkout maintained by someone else (a git-sync link such as /git/current), watched for changes.
+    #[arg(long, value_name = "DIR", env = "WINFLEET_REPO_PATH", conflicts_with = "repo_url")]
+    repo_path: Option<PathBuf>,
+    /// A writable directory for winfleet's Git caches.
+    #[arg(long, value_name = "DIR", env = "WINFLEET_CACHE_DIR", default_value = "/var/cache/winfleet")]
+    cache_dir: PathBuf,
+    /// A file holding the https token (read at each fetch, so a rotated Secret works).
+    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_TOKEN_FILE")]
+    git_token_file: Option<PathBuf>,
+    /// The deploy key for ssh:// repositories.
+    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_SSH_KEY")]
+    git_ssh_key: Option<PathBuf>,
+    /// known_hosts pinning the Git server's host key (required for ssh://).
+    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_KNOWN_HOSTS")]
+    git_known_hosts: Option<PathBuf>,
+    /// Where status commits are pushed (default: --repo-url, or the checkout's origin).
+    #[arg(long, value_name = "URL", env = "WINFLEET_STATUS_REPO_URL")]
+    status_repo_url: Option<String>,
+    /// Author of status commits, "Name <email>".
+    #[arg(
+        long,
+        value_name = "AUTHOR",
+        env = "WINFLEET_STATUS_AUTHOR",
+        default_value = "winfleet <winfleet@localhost>"
+    )]
+    status_author: String,
+    /// How often the source is checked without a webhook or file event (±5% jitter).
+    #[arg(long, value_name = "DURATION", env = "WINFLEET_POLL_INTERVAL", default_value = "1m")]
+    poll_interval: String,
+    /// Serve the push webhook here (GitHub, GitLab, or a generic HMAC signature).
+    #[arg(long, value_name = "ADDR", env = "WINFLEET_WEBHOOK_ADDR", requires = "webhook_secret_file")]
+    webhook_addr: Option<SocketAddr>,
+    /// The webhook secret.
+    #[arg(long, value_name = "FILE", env = "WINFLEET_WEBHOOK_SECRET_FILE")]
+    webhook_secret_file: Option<PathBuf>,
+    /// Serve /healthz, /readyz and /metrics here.
+    #[arg(long, value_name = "ADDR", env = "WINFLEET_METRICS_ADDR", default_value = "0.0.0.0:9090")]
+    metrics_addr: SocketAddr,
+    /// Log format.
+    #[arg(long, value_enum, env = "WINFLEET_LOG_FORMAT", default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Elect a leader through a coordination.k8s.io Lease; only the leader reconciles.
+    #[arg(long, env = "WINFLEET_LEADER_ELECT")]
+    leader_elect: bool,
+    /// Namespace of the Lease (default: the pod's namespace).
+    #[arg(long, value_name = "NS", env = "WINFLEET_LEADER_ELECT_NAMESPACE")]
+    leader_elect_namespace: Option<String>,
+    /// Seconds running node scripts may take to finish after SIGTERM.
+    #[arg(long, value_name = "SECS", env = "WINFLEET_SHUTDOWN_TIMEOUT", default_value_t = 25)]
+    shutdown_timeout: u64,
+    /// Do not watch the cluster for new Windows Nodes and Machines.
+    #[arg(long)]
+    no_cluster_watch: bool,
+    #[command(flatten)]
+    round: RoundArgs,
+}
+
+pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
+    if args.round.nodes.is_some() {
+        bail!("--nodes is for `apply` and `plan`; the daemon runs the whole fleet");
+    }
+    let runtime =
+        tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;
+    runtime.block_on(async {
+        let pool = live::pool(&args.round)?;
+        let cluster = live::cluster(&args.round).await?;
+        let config = config(args, cluster.is_some())?;
+        let handle = daemon::start(config, cluster, pool).await?;
+        if let Some(addr) = handle.metrics_addr {
+            tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
+        }
+        if let Some(addr) = handle.webhook_addr {
+            tracing::info!(%addr, "serving the webhook");
+        }
+        let shutdown = handle.shutdown.clone();
+        tokio::spawn(async move {
+            signal().await;
+            tracing::info!("signal received: stopping");
+            shutdown.cancel();
+        });
+        handle.task.await.context("the daemon stopped unexpectedly")??;
+        anyhow::Ok(ExitCode::SUCCESS)
+    })
+}
+
+fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
+    let source = match (&args.repo_url, &args.repo_path) {
+        (Some(url), _) => SourceConfig::Remote { url: url.clone(), branch: args.branch.clone() },
+        (None, Some(path)) => SourceConfig::Checkout { path: path.clone() },
+        (None, None) => bail!("--repo-url or --repo-path is needed"),
+    };
+    let poll_interval = parse_duration(&args.poll_interval)
+        .filter(|d| !d.is_zero())
+        .with_context(|| format!("--poll-interval {:?} is not a duration like 30s, 1m or 1h30m", args.poll_interval))?;
+    let webhook = match (&args.webhook_addr, &args.webhook_secret_file) {
+        (Some(addr), Some(file)) => Some((*addr, WebhookConfig::from_file(file, &args.branch)?)),
+        _ => None,
+    };
+    let leader_election = match (args.leader_elect, has_cluster) {
+        (false, _) => None,
+        (true, false) => bail!("--leader-elect needs a cluster (the Lease lives there)"),
+        (true, true) => Some(LeaseConfig::new(
+            args.leader_elect_namespace.clone().unwrap_or_else(pod_namespace),
+            lease::default_identity(),
+        )),
+    };
+    let (author_name, author_email) = author(&args.status_author)?;
+    let pull_secret = args.round.pull_secret.as_deref().map(load::pull_secret).transpose()?;
+    Ok(Config {
+        source,
+        auth: GitAuth {
+            token_file: args.git_token_file.clone(),
+            ssh_key: args.git_ssh_key.clone(),
+            known_hosts: args.git_known_hosts.clone(),
+        },
+        cache_dir: args.cache_dir.clone(),
+        status_url: args.status_repo_url.clone(),
+        author_name,
+        author_email,
+        poll_interval,
+        shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
+        max_parallel: args.round.max_parallel,
+        drain_timeout: Duration::from_secs(args.round.drain_timeout),
+        reboot_timeout: Duration::from_secs(args.round.reboot_timeout),
+        pull_secret,
+        metrics_addr: Some(args.metrics_addr),
+        webhook,
+        leader_election,
+        watch_cluster: !args.no_cluster_watch,
+        seed: fastrand::u64(..),
+    })
+}
+
+/// "Name <email>".
+fn author(text: &str) -> anyhow::Result<(String, String)> {
+    let parsed = text
+        .split_once('<')
+        .and_then(|(name, rest)| Some((name.trim(), rest.strip_suffix('>')?.trim())))
+        .filter(|(name, email)| !name.is_empty() && email.contains('@'));
+    let Some((name, email)) = parsed else { bail!("--status-author {text:?} is not \"Name <email>\"") };
+    Ok((name.to_owned(), email.to_owned()))
+}
+
+/// The pod's namespace (service account mount), else `winfleet`.
+fn pod_namespace() -> String {
+    std::fs::read_to_string("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+        .map(|ns| ns.trim().to_owned())
+        .ok()
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or_else(|| "winfleet".to_owned())
+}
+
+/// SIGTERM or SIGINT.
+async fn signal() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int)) = (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

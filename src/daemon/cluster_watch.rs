@@ -1,0 +1,161 @@
+//! The cluster watch: a Windows Node, or a Windows Machine that reaches
+//! `Running` with an address, that was not there before becomes a
+//! [`Trigger::ClusterChange`] carrying its addresses, so the daemon
+//! reconciles that node at once instead of at the next drift check.
+
+use std::collections::BTreeSet;
+
+use futures::{Stream, StreamExt};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, ResourceExt};
+use tokio_util::sync::CancellationToken;
+
+use super::trigger::{Trigger, TriggerSender};
+use crate::cluster::MACHINE_API_NAMESPACE;
+use crate::cluster::observe::{WINDOWS_MACHINES, WINDOWS_NODES, machine_resource};
+
+/// Watches Windows Nodes and Machines until `shutdown`.
+pub async fn run(client: Client, triggers: TriggerSender, shutdown: CancellationToken) {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let machines: Api<DynamicObject> = Api::namespaced_with(client, MACHINE_API_NAMESPACE, &machine_resource());
+    let node_events = watcher::watcher(nodes, watcher::Config::default().labels(WINDOWS_NODES))
+        .default_backoff()
+        .map(|e| e.map(|e| summarize(e, |n: Node| (n.name_any(), node_addresses(&n)))));
+    let machine_events = watcher::watcher(machines, watcher::Config::default().labels(WINDOWS_MACHINES))
+        .default_backoff()
+        .map(|e| e.map(|e| summarize(e, |m: DynamicObject| (m.name_any(), running_machine_addresses(&m)))));
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        () = forward("Node", node_events, &triggers) => {}
+        () = forward("Machine", machine_events, &triggers) => {}
+    }
+}
+
+/// Sends a trigger for every object that newly has addresses; the initial
+/// listing (and every re-listing) only records what exists.
+async fn forward<S>(kind: &str, events: S, triggers: &TriggerSender)
+where
+    S: Stream<Item = Result<Event<(String, Vec<String>)>, watcher::Error>>,
+{
+    let mut known = Known::default();
+    futures::pin_mut!(events);
+    while let Some(event) = events.next().await {
+        match event {
+            Ok(event) => {
+                if let Some(addresses) = known.event(event) {
+                    tracing::info!(kind, addresses = ?addresses, "a new Windows {kind} appeared; reconciling it");
+                    if triggers.send(Trigger::ClusterChange { addresses }).is_err() {
+                        return;
+                    }
+                }
+            }
+            // The watcher backs off and resumes by itself; a cluster without
+            // the Machine API (not OpenShift) keeps answering 404 here.
+            Err(e) => tracing::debug!(kind, error = %e, "watch interrupted"),
+        }
+    }
+}
+
+/// Names of objects that have addresses, across (re)listings.
+#[derive(Debug, Default)]
+struct Known {
+    ready: BTreeSet<String>,
+    listing: Option<BTreeSet<String>>,
+}
+
+impl Known {
+    /// The addresses to reconcile, when this event shows a new object.
+    fn event(&mut self, event: Event<(String, Vec<String>)>) -> Option<Vec<String>> {
+        match event {
+            Event::Init => {
+                self.listing = Some(BTreeSet::new());
+                None
+            }
+            Event::InitApply((name, addresses)) => {
+                if !addresses.is_empty()
+                    && let Some(listing) = &mut self.listing
+                {
+                    listing.insert(name);
+                }
+                None
+            }
+            Event::InitDone => {
+                if let Some(listing) = self.listing.take() {
+                    self.ready = listing;
+                }
+                None
+            }
+            Event::Apply((name, addresses)) => (!addresses.is_empty() && self.ready.insert(name)).then_some(addresses),
+            Event::Delete((name, _)) => {
+                self.ready.remove(&name);
+                None
+            }
+        }
+    }
+}
+
+/// An event with each object reduced to its name and addresses.
+fn summarize<K>(event: Event<K>, f: impl Fn(K) -> (String, Vec<String>)) -> Event<(String, Vec<String>)> {
+    match event {
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(f(o)),
+        Event::InitDone => Event::InitDone,
+        Event::Apply(o) => Event::Apply(f(o)),
+        Event::Delete(o) => Event::Delete(f(o)),
+    }
+}
+
+fn node_addresses(node: &Node) -> Vec<String> {
+    let addresses = node.status.as_ref().and_then(|s| s.addresses.as_ref());
+    addresses.into_iter().flatten().map(|a| a.address.to_ascii_lowercase()).collect()
+}
+
+/// A Machine's addresses once it is Running (before that there is nothing
+/// to reach over SSH).
+fn running_machine_addresses(machine: &DynamicObject) -> Vec<String> {
+    let running = machine.data.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Running");
+    let addresses = machine.data.pointer("/status/addresses").and_then(|a| a.as_array());
+    match (running, addresses) {
+        (true, Some(list)) => {
+            list.iter().filter_map(|a| a.get("address").and_then(|v| v.as_str())).map(str::to_ascii_lowercase).collect()
+        }
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(name: &str, addresses: &[&str]) -> (String, Vec<String>) {
+        (name.to_owned(), addresses.iter().map(|a| (*a).to_owned()).collect())
+    }
+
+    #[test]
+    fn only_objects_new_since_the_listing_trigger() {
+        let mut known = Known::default();
+        assert_eq!(known.event(Event::Init), None);
+        assert_eq!(known.event(Event::InitApply(obj("win-1", &["10.0.0.1"]))), None);
+        assert_eq!(known.event(Event::InitDone), None);
+        assert_eq!(known.event(Event::Apply(obj("win-1", &["10.0.0.1"]))), None, "an update of a known Node");
+        assert_eq!(known.event(Event::Apply(obj("win-2", &[]))), None, "no address yet");
+        assert_eq!(known.event(Event::Apply(obj("win-2", &["10.0.0.2"]))), Some(vec!["10.0.0.2".to_owned()]));
+        assert_eq!(known.event(Event::Apply(obj("win-2", &["10.0.0.2"]))), None, "only once");
+        known.event(Event::Delete(obj("win-2", &[])));
+        assert_eq!(known.event(Event::Apply(obj("win-2", &["10.0.0.2"]))), Some(vec!["10.0.0.2".to_owned()]));
+    }
+
+    #[test]
+    fn a_relisting_does_not_trigger_for_what_exists() {
+        let mut known = Known::default();
+        known.event(Event::Init);
+        known.event(Event::InitDone);
+        known.event(Event::Init);
+        known.event(Event::InitApply(obj("win-1", &["10.0.0.1"])));
+        known.event(Event::InitDone);
+        assert_eq!(known.event(Event::Apply(obj("win-1", &["10.0.0.1"]))), None);
+    }
+}

@@ -1,0 +1,155 @@
+//! The report stage: after each round, render the status files (pure, in
+//! [`crate::status`]) and commit them to the status branch when their bytes
+//! changed (push with fetch-and-rebuild on a non-fast-forward).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use git2::Repository;
+
+use super::Config;
+use super::round::short;
+use super::source::Source;
+use crate::desired::model::{Desired, FleetSettings};
+use crate::reconcile::report::RoundReport;
+use crate::source::transport::GitAuth;
+use crate::status::publish::{self, Published, StatusCommit, StatusTarget};
+use crate::status::{self, RoundInput, Status};
+
+/// Writes status after each round and remembers the last one written.
+pub struct StatusWriter {
+    /// The repository status commits are built in.
+    repo_dir: PathBuf,
+    url: Option<String>,
+    auth: GitAuth,
+    author_name: String,
+    author_email: String,
+    secrets: Vec<String>,
+    /// The status as last rendered, and the (branch, path) it belongs to.
+    previous: Option<(String, String, Status)>,
+}
+
+impl StatusWriter {
+    /// A writer for the daemon's configuration; without a status URL the
+    /// status is kept in memory (metrics) and not pushed.
+    pub fn new(config: &Config, source: &Source) -> Self {
+        let url = config.status_url.clone().or_else(|| source.default_status_url());
+        if url.is_none() {
+            tracing::warn!(
+                "no status remote (no --status-repo-url and the checkout has no origin): status is not written to Git"
+            );
+        }
+        let mut secrets = config.pull_secret.as_ref().map(|s| s.secret_values()).unwrap_or_default();
+        if let Some(token) = config.auth.token_file.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
+            secrets.push(token.trim().to_owned());
+        }
+        Self {
+            repo_dir: config.cache_dir.join("status.git"),
+            url,
+            auth: config.auth.clone(),
+            author_name: config.author_name.clone(),
+            author_email: config.author_email.clone(),
+            secrets,
+            previous: None,
+        }
+    }
+
+    /// Renders this round's status and commits it when it changed; the
+    /// status commit, if one was made.
+    pub fn write(
+        &mut self,
+        attempted: &str,
+        applied: Option<(&str, &Desired)>,
+        invalid: &[String],
+        report: Option<&RoundReport>,
+        drift_check: bool,
+    ) -> Option<String> {
+        let defaults = FleetSettings::default();
+        let fleet = applied.map_or(&defaults, |(_, d)| &d.fleet);
+        let target = self.target(fleet);
+        let previous = self.previous(&target);
+        let instances: Vec<String> = applied.iter().flat_map(|(_, d)| d.instances.keys().cloned()).collect();
+        let machine_sets: Vec<String> = applied.iter().flat_map(|(_, d)| d.machine_sets.keys().cloned()).collect();
+        let input = RoundInput {
+            now: jiff::Timestamp::now(),
+            attempted,
+            applied: applied.map(|(revision, _)| revision),
+            invalid,
+            instances: &instances,
+            machine_sets: &machine_sets,
+            report,
+            drift_check,
+            drift_mode: fleet.drift_mode,
+            secrets: &self.secrets,
+        };
+        let next = status::render(&previous, &input);
+        let commit = StatusCommit { files: status::to_files(&next), message: status::commit_message(attempted, &next) };
+        self.previous = Some((target.branch.clone(), target.path.clone(), next));
+        if target.url.is_empty() {
+            return None;
+        }
+        let result = Repository::open(&self.repo_dir)
+            .or_else(|_| Repository::init_bare(&self.repo_dir))
+            .map_err(|e| e.message().to_owned())
+            .and_then(|repo| publish::publish(&repo, &target, &commit).map_err(|e| e.to_string()));
+        match result {
+            Ok(Published::Unchanged) => None,
+            Ok(Published::Committed { commit, attempts }) => {
+                tracing::info!(commit = %short(&commit), branch = %target.branch, attempts, "status committed");
+                Some(commit)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, branch = %target.branch, "cannot write status; the next round tries again");
+                None
+            }
+        }
+    }
+
+    /// Instances and MachineSets by phase, as last rendered.
+    pub fn phase_counts(&self) -> Option<BTreeMap<String, u64>> {
+        self.previous.as_ref().map(|(_, _, status)| phase_counts(status))
+    }
+
+    fn target(&self, fleet: &FleetSettings) -> StatusTarget {
+        StatusTarget {
+            url: self.url.clone().unwrap_or_default(),
+            auth: self.auth.clone(),
+            branch: fleet.status_branch.clone(),
+            path: fleet.status_path.clone(),
+            author_name: self.author_name.clone(),
+            author_email: self.author_email.clone(),
+        }
+    }
+
+    /// The status last written to this target: from memory, or read from
+    /// Git once (so transition times survive a restart).
+    fn previous(&mut self, target: &StatusTarget) -> Status {
+        if let Some((branch, path, status)) = &self.previous
+            && *branch == target.branch
+            && *path == target.path
+        {
+            return status.clone();
+        }
+        if target.url.is_empty() {
+            return Status::default();
+        }
+        let files = Repository::open(&self.repo_dir)
+            .or_else(|_| Repository::init_bare(&self.repo_dir))
+            .map_err(|e| e.message().to_owned())
+            .and_then(|repo| publish::read_current(&repo, target).map_err(|e| e.to_string()));
+        match files {
+            Ok(files) => status::from_files(&files),
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the previous status; starting afresh");
+                Status::default()
+            }
+        }
+    }
+}
+
+/// Instances by phase (`ready`, `failed`, …), zeros included.
+fn phase_counts(status: &Status) -> BTreeMap<String, u64> {
+    let counts = serde_json::to_value(status.summary.instances).unwrap_or_default();
+    let fields = counts.as_object().into_iter().flatten();
+    fields.filter_map(|(phase, n)| Some((phase.clone(), n.as_u64()?))).collect()
+}

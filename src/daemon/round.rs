@@ -1,0 +1,398 @@
+//! One unit of work: check the source, then run the round the work calls
+//! for (a new commit, a drift check, retries of some nodes), then write the
+//! status. One commit is one transaction: an invalid commit changes nothing
+//! and the last applied revision stays in force.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::Config;
+use super::metrics::Metrics;
+use super::report::StatusWriter;
+use super::schedule::{NodeOutcome, Schedule, Work};
+use super::source::Source;
+use crate::cluster::connect::Cluster;
+use crate::cluster::rollout::{RebootResult, RebootStage, RolloutOptions};
+use crate::desired::kinds::fleet::DriftMode;
+use crate::desired::model::{Desired, Instance};
+use crate::desired::{self, LoadOptions};
+use crate::engine::host::SshHost;
+use crate::engine::report::{NodeResult, Stage};
+use crate::reconcile::report::RoundReport;
+use crate::reconcile::{self, Options};
+use crate::ssh::Pool;
+
+/// What kind of round ran.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RoundKind {
+    /// A new revision was applied to the whole fleet.
+    Commit,
+    /// A new revision failed validation; nothing was applied.
+    Invalid,
+    /// Every node re-observed without a new commit.
+    Drift,
+    /// Some nodes: retries after back-off, or new Nodes in the cluster.
+    Nodes,
+}
+
+/// What a finished round leaves behind (for logs, tests and benchmarks).
+#[derive(Clone, Debug)]
+pub struct RoundRecord {
+    /// Its kind.
+    pub kind: RoundKind,
+    /// The revision it applied (or rejected).
+    pub revision: String,
+    /// Nodes it covered.
+    pub nodes: usize,
+    /// Nodes it changed (or, in a dry run, found changes on).
+    pub changed: usize,
+    /// Nodes that failed.
+    pub failed: usize,
+    /// The earliest webhook delivery that led to it.
+    pub webhook_received: Option<Instant>,
+    /// When the apply finished (before the status write).
+    pub applied_at: Instant,
+    /// The status commit it made, if the status changed.
+    pub status_commit: Option<String>,
+}
+
+/// The revision in force.
+struct Applied {
+    revision: String,
+    desired: Arc<Desired>,
+}
+
+/// The daemon's state between rounds.
+pub struct Daemon {
+    config: Config,
+    source: Source,
+    cluster: Option<Cluster>,
+    pool: Pool,
+    metrics: Arc<Metrics>,
+    ready: Arc<AtomicBool>,
+    rounds: broadcast::Sender<RoundRecord>,
+    applied: Option<Applied>,
+    /// The newest revision examined, valid or not.
+    seen: Option<String>,
+    /// Its diagnostics when it is invalid.
+    invalid: Vec<String>,
+    status: StatusWriter,
+}
+
+impl Daemon {
+    /// A daemon that has not run a round yet.
+    pub fn new(
+        config: Config,
+        source: Source,
+        cluster: Option<Cluster>,
+        pool: Pool,
+        metrics: Arc<Metrics>,
+        ready: Arc<AtomicBool>,
+        rounds: broadcast::Sender<RoundRecord>,
+    ) -> Self {
+        let status = StatusWriter::new(&config, &source);
+        Self {
+            config,
+            source,
+            cluster,
+            pool,
+            metrics,
+            ready,
+            rounds,
+            applied: None,
+            seen: None,
+            invalid: Vec::new(),
+            status,
+        }
+    }
+
+    /// How long running work may take to finish on shutdown.
+    pub fn shutdown_timeout(&self) -> Duration {
+        self.config.shutdown_timeout
+    }
+
+    /// Does `work`; any round it runs is recorded and broadcast.
+    pub async fn run(&mut self, work: Work, schedule: &mut Schedule, stop: &CancellationToken) {
+        let new_revision = if work.check_source { self.check_source().await } else { None };
+        let record = match new_revision {
+            Some(revision) => self.new_revision(revision, schedule, &work, stop).await,
+            None if work.drift => self.full_round(RoundKind::Drift, schedule, &work, stop).await,
+            None if !work.retry.is_empty() || !work.cluster.is_empty() => self.nodes_round(schedule, &work, stop).await,
+            None => None,
+        };
+        if let Some(record) = record {
+            let _ = self.rounds.send(record);
+        }
+    }
+
+    /// Fetches without running a round (a follower stays ready for handover).
+    pub async fn probe_source(&mut self) {
+        let started = Instant::now();
+        let head = tokio::task::block_in_place(|| self.source.head());
+        self.metrics.git_fetch(started.elapsed(), head.is_ok());
+        match head {
+            Ok(_) => self.ready.store(true, Ordering::Relaxed),
+            Err(e) => tracing::warn!(error = %e, "cannot read the source"),
+        }
+    }
+
+    /// The newest revision when it is new and carries more than status.
+    async fn check_source(&mut self) -> Option<String> {
+        let started = Instant::now();
+        let source = &self.source;
+        let head = tokio::task::block_in_place(|| source.head());
+        self.metrics.git_fetch(started.elapsed(), head.is_ok());
+        let head = match head {
+            Ok(head) => head,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot read the source; the revision in force stays");
+                return None;
+            }
+        };
+        self.ready.store(true, Ordering::Relaxed);
+        let seen = match self.seen.clone() {
+            None => return Some(head),
+            Some(seen) if seen == head => return None,
+            Some(seen) => seen,
+        };
+        // Status commits on the tracked branch (or a human touching only
+        // status files) never trigger a round.
+        let status_path = self.applied.as_ref().map(|a| a.desired.fleet.status_path.clone());
+        if let Some(path) = status_path {
+            match tokio::task::block_in_place(|| self.source.only_status_changes(&seen, &head, &path)) {
+                Ok(true) => {
+                    tracing::debug!(revision = %head, "only status changed; no round");
+                    self.seen = Some(head);
+                    return None;
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(error = %e, "cannot compare revisions; treating the head as new"),
+            }
+        }
+        Some(head)
+    }
+
+    /// Loads `revision`; applies it when valid, records its diagnostics
+    /// when not (nothing applied; the revision in force stays).
+    async fn new_revision(
+        &mut self,
+        revision: String,
+        schedule: &mut Schedule,
+        work: &Work,
+        stop: &CancellationToken,
+    ) -> Option<RoundRecord> {
+        self.seen = Some(revision.clone());
+        let started = Instant::now();
+        let snapshot = match tokio::task::block_in_place(|| self.source.snapshot(&revision)) {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                // Not the commit's fault: try again on the next check.
+                tracing::warn!(revision = %revision, error = %e, "cannot read the revision");
+                self.seen = None;
+                return None;
+            }
+        };
+        let loaded = desired::load(&snapshot, LoadOptions { pull_secret: self.config.pull_secret.as_ref() });
+        let Some(desired) = loaded.desired else {
+            self.invalid = loaded.diagnostics.iter().filter(|d| d.is_error()).map(ToString::to_string).collect();
+            tracing::warn!(revision = %revision, errors = self.invalid.len(), "the revision is invalid; nothing applied, the last applied revision stays in force");
+            for line in &self.invalid {
+                tracing::warn!("{line}");
+            }
+            self.metrics.round_finished("invalid", started.elapsed());
+            let applied_at = Instant::now();
+            let status_commit = self.write_status(None, false).await;
+            return Some(RoundRecord {
+                kind: RoundKind::Invalid,
+                revision,
+                nodes: 0,
+                changed: 0,
+                failed: 0,
+                webhook_received: work.webhook_received,
+                applied_at,
+                status_commit,
+            });
+        };
+        self.invalid.clear();
+        schedule.reset_backoff();
+        schedule.set_drift_every(desired.fleet.drift_interval, Instant::now());
+        self.applied = Some(Applied { revision, desired: Arc::new(desired) });
+        self.metrics.set_applied_revision(self.applied.as_ref().map_or("", |a| a.revision.as_str()));
+        self.full_round(RoundKind::Commit, schedule, work, stop).await
+    }
+
+    /// Every instance (nodes backing off are left out of drift checks).
+    async fn full_round(
+        &mut self,
+        kind: RoundKind,
+        schedule: &mut Schedule,
+        work: &Work,
+        stop: &CancellationToken,
+    ) -> Option<RoundRecord> {
+        let applied = self.applied.as_ref()?;
+        let desired = Arc::clone(&applied.desired);
+        let now = Instant::now();
+        let instances: Vec<&Instance> = desired
+            .instances
+            .values()
+            .filter(|i| kind == RoundKind::Commit || !schedule.backing_off(&i.address, now))
+            .collect();
+        let record = self.execute(kind, &desired, &instances, true, schedule, work, stop).await;
+        schedule.observed_all(Instant::now());
+        Some(record)
+    }
+
+    /// The instances named by retries and cluster changes; an address that
+    /// is no listed instance (a Machine-backed node) needs the whole fleet.
+    async fn nodes_round(
+        &mut self,
+        schedule: &mut Schedule,
+        work: &Work,
+        stop: &CancellationToken,
+    ) -> Option<RoundRecord> {
+        let applied = self.applied.as_ref()?;
+        let desired = Arc::clone(&applied.desired);
+        let wanted: BTreeSet<&str> = work.retry.iter().chain(&work.cluster).map(String::as_str).collect();
+        let instances: Vec<&Instance> =
+            desired.instances.values().filter(|i| wanted.contains(i.address.as_str())).collect();
+        let unknown_retry = work.retry.iter().any(|a| !desired.instances.contains_key(a));
+        // A new Node or Machine with no listed address: a Machine-backed
+        // node, or a Node whose instance is a DNS name. The whole fleet
+        // round finds and associates it.
+        let unmatched_cluster =
+            !work.cluster.is_empty() && !work.cluster.iter().any(|a| desired.instances.contains_key(a));
+        if unknown_retry || unmatched_cluster {
+            return self.full_round(RoundKind::Drift, schedule, work, stop).await;
+        }
+        Some(self.execute(RoundKind::Nodes, &desired, &instances, false, schedule, work, stop).await)
+    }
+
+    /// Runs the reconcile round and everything after it: back-off, metrics,
+    /// status, the record.
+    #[allow(clippy::too_many_arguments)]
+    async fn execute(
+        &mut self,
+        kind: RoundKind,
+        desired: &Desired,
+        instances: &[&Instance],
+        whole_fleet: bool,
+        schedule: &mut Schedule,
+        work: &Work,
+        stop: &CancellationToken,
+    ) -> RoundRecord {
+        let started = Instant::now();
+        let revision = self.applied.as_ref().map(|a| a.revision.clone()).unwrap_or_default();
+        let warn_only = kind == RoundKind::Drift && desired.fleet.drift_mode == DriftMode::Warn;
+        let options = Options {
+            dry_run: warn_only,
+            max_parallel: self.config.max_parallel.unwrap_or(desired.fleet.max_parallel).max(1) as usize,
+            whole_fleet,
+            rollout: RolloutOptions {
+                max_unavailable: desired.fleet.max_unavailable.max(1) as usize,
+                drain_timeout: self.config.drain_timeout,
+                reboot_timeout: self.config.reboot_timeout,
+                ..RolloutOptions::default()
+            },
+            stop: stop.clone(),
+        };
+        let host = SshHost { pool: &self.pool };
+        let report = reconcile::round(self.cluster.as_ref(), &self.pool, &host, desired, instances, &options, |r| {
+            tracing::info!("{}", crate::engine::report::node_line(r));
+        })
+        .await;
+        let applied_at = Instant::now();
+        let (changed, failed) = self.after_round(&report, kind, schedule);
+        let result = if failed > 0 { "failed" } else { "succeeded" };
+        self.metrics.round_finished(result, started.elapsed());
+        tracing::info!(
+            kind = ?kind,
+            revision = %short(&revision),
+            nodes = report.nodes.len(),
+            changed,
+            failed,
+            seconds = started.elapsed().as_secs_f64(),
+            "round finished"
+        );
+        let status_commit = self.write_status(Some(&report), kind == RoundKind::Drift).await;
+        RoundRecord {
+            kind,
+            revision,
+            nodes: report.nodes.len(),
+            changed,
+            failed,
+            webhook_received: work.webhook_received,
+            applied_at,
+            status_commit,
+        }
+    }
+
+    /// Back-off per node and the metrics of a round; (changed, failed).
+    fn after_round(&self, report: &RoundReport, kind: RoundKind, schedule: &mut Schedule) -> (usize, usize) {
+        let now = Instant::now();
+        let mut changed = 0;
+        let mut failed = 0;
+        for node in &report.nodes {
+            let outcome = match &node.result {
+                NodeResult::Pending => continue,
+                NodeResult::Failed { stage, .. } => {
+                    self.metrics.ssh_error(match stage {
+                        Stage::Observe => "observe",
+                        Stage::Apply => "apply",
+                    });
+                    NodeOutcome::Transient
+                }
+                NodeResult::Done { .. } if node.failed() => NodeOutcome::Transient,
+                NodeResult::Done { .. } => NodeOutcome::Succeeded,
+            };
+            changed += usize::from(node.has_changes());
+            failed += usize::from(outcome != NodeOutcome::Succeeded);
+            schedule.node_done(&node.address, outcome, now);
+        }
+        if kind == RoundKind::Drift {
+            self.metrics.drift_detected(changed as u64);
+        }
+        for reboot in report.cluster.iter().flat_map(|c| &c.reboots) {
+            let outcome = match &reboot.result {
+                RebootResult::Rebooted { .. } => continue,
+                RebootResult::NotStarted { .. } => NodeOutcome::Waiting,
+                RebootResult::Failed { stage: RebootStage::Drain, .. } => NodeOutcome::Waiting,
+                RebootResult::Failed { stage, .. } => {
+                    if *stage == RebootStage::Reboot {
+                        self.metrics.ssh_error("reboot");
+                    }
+                    NodeOutcome::Transient
+                }
+            };
+            if !reboot.address.is_empty() {
+                schedule.node_done(&reboot.address, outcome, now);
+            }
+        }
+        let addresses: BTreeSet<&str> =
+            self.applied.iter().flat_map(|a| a.desired.instances.keys()).map(String::as_str).collect();
+        schedule.retain(|a| addresses.contains(a));
+        (changed, failed)
+    }
+
+    /// Writes the status files for this round; the commit, when they changed.
+    async fn write_status(&mut self, report: Option<&RoundReport>, drift_check: bool) -> Option<String> {
+        let applied = self.applied.as_ref().map(|a| (a.revision.as_str(), a.desired.as_ref()));
+        let attempted = self.seen.as_deref().unwrap_or_default();
+        let published =
+            tokio::task::block_in_place(|| self.status.write(attempted, applied, &self.invalid, report, drift_check));
+        if let Some(counts) = self.status.phase_counts() {
+            self.metrics.set_nodes_by_phase(&counts);
+        }
+        published
+    }
+}
+
+/// The short form of a revision.
+pub fn short(revision: &str) -> &str {
+    revision.get(..7).unwrap_or(revision)
+}

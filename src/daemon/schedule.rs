@@ -1,0 +1,328 @@
+//! When the next round runs and what it covers: a pure state machine over
+//! [`Instant`]s (no sleeping here; the loop sleeps until [`Schedule::next_wake`]).
+//!
+//! Triggers that arrive while a round runs are merged into one [`Work`];
+//! the loop takes it as soon as the round ends, so any burst becomes exactly
+//! one follow-up round. Per-node back-off keeps a failing node from being
+//! hammered while the rest of the fleet carries on.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::trigger::Trigger;
+
+/// First retry delay after a transient node failure.
+pub const BACKOFF_BASE: Duration = Duration::from_secs(10);
+/// Longest delay between retries of a failing node.
+pub const BACKOFF_CAP: Duration = Duration::from_secs(600);
+/// Retry delay for a node waiting on something outside winfleet (a
+/// PodDisruptionBudget, a missing Node): no exponential growth.
+pub const WAITING_RETRY: Duration = Duration::from_secs(60);
+
+/// What the next round has to do, merged from every trigger since the last.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Work {
+    /// Check the source for a new revision (start, poll, webhook, fs watch).
+    pub check_source: bool,
+    /// Re-observe every node (drift timer).
+    pub drift: bool,
+    /// Re-run these instances (their back-off expired).
+    pub retry: BTreeSet<String>,
+    /// Addresses of Nodes or Machines that appeared in the cluster.
+    pub cluster: BTreeSet<String>,
+    /// The earliest webhook delivery merged into this work.
+    pub webhook_received: Option<Instant>,
+}
+
+impl Work {
+    fn is_empty(&self) -> bool {
+        !self.check_source && !self.drift && self.retry.is_empty() && self.cluster.is_empty()
+    }
+
+    fn merge(&mut self, trigger: Trigger) {
+        match trigger {
+            Trigger::Poll | Trigger::FsChange => self.check_source = true,
+            Trigger::Webhook { received } => {
+                self.check_source = true;
+                self.webhook_received = Some(self.webhook_received.map_or(received, |r| r.min(received)));
+            }
+            Trigger::Drift => self.drift = true,
+            Trigger::ClusterChange { addresses } => self.cluster.extend(addresses),
+        }
+    }
+}
+
+/// How a node's round ended, for its back-off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NodeOutcome {
+    /// Done without failure: its back-off is cleared.
+    Succeeded,
+    /// Failed in a way that may pass by itself (SSH, the API): retried
+    /// with exponential back-off and jitter.
+    Transient,
+    /// Waiting on something outside winfleet: retried at a fixed interval.
+    Waiting,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Backoff {
+    failures: u32,
+    until: Instant,
+}
+
+/// The daemon's timers, pending work and per-node back-off.
+#[derive(Debug)]
+pub struct Schedule {
+    poll_every: Duration,
+    drift_every: Duration,
+    next_poll: Instant,
+    next_drift: Instant,
+    pending: Work,
+    backoff: BTreeMap<String, Backoff>,
+    rng: fastrand::Rng,
+}
+
+impl Schedule {
+    /// A schedule whose first round (a source check) is due at once.
+    pub fn new(now: Instant, poll_every: Duration, drift_every: Duration, seed: u64) -> Self {
+        let mut schedule = Self {
+            poll_every,
+            drift_every,
+            next_poll: now,
+            next_drift: now + drift_every,
+            pending: Work { check_source: true, ..Work::default() },
+            backoff: BTreeMap::new(),
+            rng: fastrand::Rng::with_seed(seed),
+        };
+        schedule.next_poll = now + schedule.jittered(poll_every, 0.05);
+        schedule
+    }
+
+    /// Merges a trigger into the pending work.
+    pub fn trigger(&mut self, trigger: Trigger) {
+        self.pending.merge(trigger);
+    }
+
+    /// The drift interval of the revision in force.
+    pub fn set_drift_every(&mut self, drift_every: Duration, now: Instant) {
+        if drift_every != self.drift_every {
+            self.drift_every = drift_every;
+            self.next_drift = self.next_drift.min(now + drift_every);
+        }
+    }
+
+    /// When something is due next: now when work is pending.
+    pub fn next_wake(&self, now: Instant) -> Instant {
+        if !self.pending.is_empty() {
+            return now;
+        }
+        let retry = self.backoff.values().map(|b| b.until).min();
+        [Some(self.next_poll), Some(self.next_drift), retry].into_iter().flatten().min().unwrap_or(now)
+    }
+
+    /// Takes the pending work, with every timer due by `now` merged in.
+    pub fn take(&mut self, now: Instant) -> Option<Work> {
+        if now >= self.next_poll {
+            self.pending.check_source = true;
+            self.next_poll = now + self.jittered(self.poll_every, 0.05);
+        }
+        if now >= self.next_drift {
+            self.pending.drift = true;
+            // Pushed again when the round ends; this keeps a slow round
+            // from being re-triggered by its own timer.
+            self.next_drift = now + self.drift_every;
+        }
+        for (address, backoff) in &self.backoff {
+            if now >= backoff.until {
+                self.pending.retry.insert(address.clone());
+            }
+        }
+        if self.pending.is_empty() {
+            return None;
+        }
+        // Retried nodes wait for their round's outcome to set a new back-off.
+        for address in &self.pending.retry {
+            if let Some(b) = self.backoff.get_mut(address) {
+                b.until = now + BACKOFF_CAP * 10;
+            }
+        }
+        Some(std::mem::take(&mut self.pending))
+    }
+
+    /// A round observed every node: the next drift check is a whole
+    /// interval away.
+    pub fn observed_all(&mut self, now: Instant) {
+        self.next_drift = now + self.drift_every;
+    }
+
+    /// A new revision: every node gets a fresh start.
+    pub fn reset_backoff(&mut self) {
+        self.backoff.clear();
+    }
+
+    /// Whether a node is waiting out its back-off (left out of drift rounds).
+    pub fn backing_off(&self, address: &str, now: Instant) -> bool {
+        self.backoff.get(address).is_some_and(|b| now < b.until)
+    }
+
+    /// Records how a node's round ended; returns the delay before its retry.
+    pub fn node_done(&mut self, address: &str, outcome: NodeOutcome, now: Instant) -> Option<Duration> {
+        let delay = match outcome {
+            NodeOutcome::Succeeded => {
+                self.backoff.remove(address);
+                return None;
+            }
+            NodeOutcome::Waiting => {
+                self.backoff.remove(address);
+                self.jittered(WAITING_RETRY, 0.1)
+            }
+            NodeOutcome::Transient => {
+                let failures = self.backoff.get(address).map_or(0, |b| b.failures) + 1;
+                let exponent = failures.saturating_sub(1).min(16);
+                let delay = BACKOFF_BASE.saturating_mul(1 << exponent).min(BACKOFF_CAP);
+                let delay = self.jittered(delay, 0.2);
+                self.backoff.insert(address.to_owned(), Backoff { failures, until: now + delay });
+                return Some(delay);
+            }
+        };
+        self.backoff.insert(address.to_owned(), Backoff { failures: 0, until: now + delay });
+        Some(delay)
+    }
+
+    /// Forgets nodes no longer in the fleet.
+    pub fn retain(&mut self, keep: impl Fn(&str) -> bool) {
+        self.backoff.retain(|address, _| keep(address));
+    }
+
+    /// `base` scaled by a random factor in `1 ± spread`.
+    fn jittered(&mut self, base: Duration, spread: f64) -> Duration {
+        let factor = 1.0 + spread * (self.rng.f64() * 2.0 - 1.0);
+        base.mul_f64(factor)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const POLL: Duration = Duration::from_secs(60);
+    const DRIFT: Duration = Duration::from_secs(600);
+
+    fn schedule(now: Instant) -> Schedule {
+        Schedule::new(now, POLL, DRIFT, 7)
+    }
+
+    #[test]
+    fn the_first_round_checks_the_source_at_once() {
+        let now = Instant::now();
+        let mut s = schedule(now);
+        assert_eq!(s.next_wake(now), now);
+        let work = s.take(now);
+        assert_eq!(work, Some(Work { check_source: true, ..Work::default() }));
+        assert_eq!(s.take(now), None);
+    }
+
+    #[test]
+    fn a_burst_of_triggers_becomes_one_round() {
+        let now = Instant::now();
+        let mut s = schedule(now);
+        s.take(now);
+        let later = now + Duration::from_secs(1);
+        for i in 0..10u64 {
+            s.trigger(Trigger::Webhook { received: later + Duration::from_millis(i) });
+            s.trigger(Trigger::FsChange);
+        }
+        s.trigger(Trigger::ClusterChange { addresses: vec!["10.0.0.1".into()] });
+        let work = s.take(later).unwrap_or_default();
+        assert!(work.check_source);
+        assert_eq!(work.webhook_received, Some(later), "the earliest delivery is kept");
+        assert_eq!(work.cluster, BTreeSet::from(["10.0.0.1".to_owned()]));
+        assert_eq!(s.take(later), None, "exactly one round");
+    }
+
+    #[test]
+    fn poll_fires_within_five_percent_of_its_interval() {
+        let now = Instant::now();
+        let mut s = schedule(now);
+        s.take(now);
+        let wake = s.next_wake(now);
+        assert!(wake >= now + POLL.mul_f64(0.95) && wake <= now + POLL.mul_f64(1.05), "{:?}", wake - now);
+        assert_eq!(s.take(wake - Duration::from_millis(1)), None);
+        assert_eq!(s.take(wake).map(|w| w.check_source), Some(true));
+    }
+
+    #[test]
+    fn drift_fires_after_its_interval_and_restarts_after_a_full_round() {
+        let now = Instant::now();
+        let mut s = Schedule::new(now, Duration::from_secs(3600), DRIFT, 1);
+        s.take(now);
+        let full_round_end = now + Duration::from_secs(100);
+        s.observed_all(full_round_end);
+        assert_eq!(s.take(now + DRIFT), None, "a full round restarted the drift timer");
+        let work = s.take(full_round_end + DRIFT).unwrap_or_default();
+        assert!(work.drift && !work.check_source);
+    }
+
+    #[test]
+    fn transient_failures_back_off_exponentially_up_to_the_cap() {
+        let now = Instant::now();
+        let mut s = schedule(now);
+        let delays: Vec<Duration> =
+            (0..10).filter_map(|_| s.node_done("10.0.0.1", NodeOutcome::Transient, now)).collect();
+        for (i, d) in delays.iter().enumerate() {
+            let nominal = BACKOFF_BASE.saturating_mul(1 << i.min(16)).min(BACKOFF_CAP);
+            assert!(*d >= nominal.mul_f64(0.8) && *d <= nominal.mul_f64(1.2), "retry {i}: {d:?} vs {nominal:?}");
+        }
+        assert!(s.backing_off("10.0.0.1", now));
+        s.node_done("10.0.0.1", NodeOutcome::Succeeded, now);
+        assert!(!s.backing_off("10.0.0.1", now));
+    }
+
+    #[test]
+    fn an_expired_backoff_retries_that_node_only() {
+        let now = Instant::now();
+        let mut s = Schedule::new(now, Duration::from_secs(3600), Duration::from_secs(3600), 3);
+        s.take(now);
+        let delay = s.node_done("10.0.0.2", NodeOutcome::Transient, now).unwrap_or_default();
+        assert_eq!(s.next_wake(now), now + delay);
+        let work = s.take(now + delay).unwrap_or_default();
+        assert_eq!(work.retry, BTreeSet::from(["10.0.0.2".to_owned()]));
+        assert!(!work.check_source && !work.drift);
+        assert_eq!(s.take(now + delay), None, "not retried twice before its outcome is known");
+    }
+
+    #[test]
+    fn waiting_nodes_retry_at_a_fixed_interval() {
+        let now = Instant::now();
+        let mut s = schedule(now);
+        for _ in 0..5 {
+            let d = s.node_done("10.0.0.3", NodeOutcome::Waiting, now).unwrap_or_default();
+            assert!(d >= WAITING_RETRY.mul_f64(0.9) && d <= WAITING_RETRY.mul_f64(1.1));
+        }
+    }
+
+    /// The loop's way of waiting (sleep until the next wake, then take),
+    /// on tokio's paused clock: an hour of polls and drift checks.
+    #[tokio::test(start_paused = true)]
+    async fn an_hour_on_the_paused_clock_gives_polls_and_drift_checks_on_time() {
+        let start = Instant::now();
+        let mut s = schedule(start);
+        s.take(start);
+        let (mut polls, mut drifts) = (0, Vec::new());
+        while Instant::now() < start + Duration::from_secs(3600) {
+            tokio::time::sleep_until(s.next_wake(Instant::now())).await;
+            let now = Instant::now();
+            let Some(work) = s.take(now) else { continue };
+            polls += usize::from(work.check_source);
+            if work.drift {
+                drifts.push(now - start);
+                s.observed_all(now);
+            }
+        }
+        assert!((58..=63).contains(&polls), "one poll a minute ±5%: {polls}");
+        let expected: Vec<Duration> = (1..=6).map(|i| DRIFT * i).collect();
+        assert_eq!(drifts, expected, "a drift check every 10 minutes");
+    }
+}

@@ -1,0 +1,105 @@
+//! Where the daemon's revisions come from: a remote it fetches itself, or a
+//! checkout someone else maintains. Both give a revision and its committed
+//! tree (never a working tree), and a bare cache repository for status.
+
+use std::path::{Path, PathBuf};
+
+use git2::{Oid, Repository};
+
+use crate::source::checkout::CheckoutSource;
+use crate::source::remote::{self, RemoteSource};
+use crate::source::transport::GitAuth;
+use crate::source::{Snapshot, SourceError};
+
+/// How the source is configured.
+#[derive(Debug)]
+pub enum SourceConfig {
+    /// `--repo-url URL --branch BRANCH`: fetched into `cache_dir`.
+    Remote {
+        /// The repository URL (file://, https, ssh).
+        url: String,
+        /// The tracked branch.
+        branch: String,
+    },
+    /// `--repo-path DIR`: a checkout (or git-sync link) watched for changes.
+    Checkout {
+        /// The checkout or the git-sync link.
+        path: PathBuf,
+    },
+}
+
+/// The open source.
+pub enum Source {
+    /// Fetched by winfleet.
+    Remote(RemoteSource),
+    /// Maintained by someone else.
+    Checkout(CheckoutSource),
+}
+
+/// Why the source could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceFailure {
+    /// Reading a revision.
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    /// Fetching or opening a repository.
+    #[error("{0}")]
+    Git(String),
+}
+
+impl Source {
+    /// Opens the source (a remote's cache repository is created when absent).
+    pub fn open(config: &SourceConfig, cache_dir: &Path, auth: &GitAuth) -> Result<Self, SourceFailure> {
+        Ok(match config {
+            SourceConfig::Remote { url, branch } => Source::Remote(
+                RemoteSource::open(url, branch, &cache_dir.join("source.git"), auth.clone())
+                    .map_err(|e| SourceFailure::Git(e.to_string()))?,
+            ),
+            SourceConfig::Checkout { path } => Source::Checkout(CheckoutSource::new(path)),
+        })
+    }
+
+    /// The newest revision (fetching it when the remote head moved).
+    pub fn head(&self) -> Result<String, SourceFailure> {
+        match self {
+            Source::Remote(remote) => Ok(remote.fetch().map_err(|e| SourceFailure::Git(e.to_string()))?.revision),
+            Source::Checkout(checkout) => Ok(checkout.head()?),
+        }
+    }
+
+    /// The committed tree of `revision`.
+    pub fn snapshot(&self, revision: &str) -> Result<Snapshot, SourceFailure> {
+        Ok(match self {
+            Source::Remote(remote) => remote.snapshot(revision)?,
+            Source::Checkout(checkout) => checkout.snapshot(revision)?,
+        })
+    }
+
+    /// Whether everything between `from` and `to` only touched `status_path`.
+    pub fn only_status_changes(&self, from: &str, to: &str, status_path: &str) -> Result<bool, SourceFailure> {
+        let git = |e: git2::Error| SourceFailure::Git(e.message().to_owned());
+        let repo = match self {
+            Source::Remote(remote) => Repository::open(remote.repo()).map_err(git)?,
+            Source::Checkout(checkout) => checkout.repository()?,
+        };
+        let (from, to) = (Oid::from_str(from).map_err(git)?, Oid::from_str(to).map_err(git)?);
+        remote::only_status_changes(&repo, from, to, status_path).map_err(|e| SourceFailure::Git(e.to_string()))
+    }
+
+    /// Where status commits are pushed by default: the remote itself, or the
+    /// checkout's `origin`.
+    pub fn default_status_url(&self) -> Option<String> {
+        match self {
+            Source::Remote(remote) => Some(remote.url().to_owned()),
+            Source::Checkout(checkout) => checkout.origin_url(),
+        }
+    }
+
+    /// Whether watching the file system makes sense (checkouts only).
+    pub fn watch_paths(&self) -> Vec<PathBuf> {
+        match self {
+            Source::Remote(_) => Vec::new(),
+            Source::Checkout(checkout) => checkout.watch_paths(),
+        }
+    }
+}

@@ -1,0 +1,438 @@
+//! The daemon end to end, in process: a real bare Git remote over file://,
+//! real sshd nodes (tests/support/fleet.rs), the webhook over real loopback
+//! HTTP, status committed back to the remote. The leader-election test adds
+//! the in-memory Kubernetes API; the SIGTERM test runs the binary.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hmac::{KeyInit, Mac};
+use support::fleet::TestFleet;
+use support::remote::Remote;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::broadcast;
+use winfleet::daemon::round::{RoundKind, RoundRecord};
+use winfleet::daemon::source::SourceConfig;
+use winfleet::daemon::webhook::WebhookConfig;
+use winfleet::daemon::{self, Config, Handle};
+use winfleet::source::transport::GitAuth;
+use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
+
+const SECRET: &[u8] = b"webhook-secret-for-tests";
+
+fn instances(fleet: &TestFleet) -> String {
+    let mut list = String::from(
+        "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: t\nspec:\n  instances:\n",
+    );
+    for node in &fleet.nodes {
+        list.push_str(&format!("  - address: {}\n", node.address));
+    }
+    list
+}
+
+fn mirrors(mirror: &str) -> String {
+    format!(
+        "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: mirrors\nspec:\n  imageDigestMirrors:\n  - source: quay.io\n    mirrors:\n    - {mirror}\n"
+    )
+}
+
+/// A remote holding a valid repository for `fleet` (`extra_fleet` is
+/// appended to the Fleet's spec).
+fn remote(fleet: &TestFleet, extra_fleet: &str) -> Remote {
+    let fleet_yaml = format!("{}{extra_fleet}", fleet.fleet_yaml());
+    Remote::new(&[
+        ("fleet.yaml", &fleet_yaml),
+        ("instances.yaml", &instances(fleet)),
+        ("mirrors.yaml", &mirrors("mirror.corp.example/quay")),
+    ])
+}
+
+fn config(remote: &Remote) -> Config {
+    Config {
+        source: SourceConfig::Remote { url: remote.url(), branch: "main".into() },
+        auth: GitAuth::default(),
+        cache_dir: remote.scratch(&format!("cache-{}", fastrand::u32(..))),
+        status_url: None,
+        author_name: "winfleet".into(),
+        author_email: "winfleet@test.invalid".into(),
+        poll_interval: Duration::from_secs(3600),
+        shutdown_timeout: Duration::from_secs(20),
+        max_parallel: None,
+        drain_timeout: Duration::from_secs(60),
+        reboot_timeout: Duration::from_secs(60),
+        pull_secret: None,
+        metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
+        webhook: Some(("127.0.0.1:0".parse().unwrap(), WebhookConfig::new(SECRET.to_vec(), "main"))),
+        leader_election: None,
+        watch_cluster: false,
+        seed: 42,
+    }
+}
+
+fn pool(fleet: &TestFleet) -> Pool {
+    let key = load_key(&fleet.key).unwrap();
+    Pool::new(key, KnownHosts::load(&fleet.known_hosts, false).unwrap(), Settings::default())
+}
+
+async fn start(fleet: &TestFleet, config: Config) -> Handle {
+    daemon::start(config, None, pool(fleet)).await.unwrap()
+}
+
+async fn next(records: &mut broadcast::Receiver<RoundRecord>) -> RoundRecord {
+    tokio::time::timeout(Duration::from_secs(120), records.recv())
+        .await
+        .expect("a round within 120 s")
+        .expect("the daemon is running")
+}
+
+/// GETs a path of the operations endpoint; the HTTP status.
+async fn get(addr: SocketAddr, path: &str) -> u16 {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let text = String::from_utf8_lossy(&response);
+    text.split_whitespace().nth(1).and_then(|code| code.parse().ok()).unwrap_or(0)
+}
+
+async fn wait_ready(handle: &Handle) {
+    let addr = handle.metrics_addr.unwrap();
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while get(addr, "/readyz").await != 200 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("ready after the first fetch");
+}
+
+/// POSTs to the webhook; the HTTP status.
+async fn post(addr: SocketAddr, headers: &[(&str, String)], body: &[u8]) -> u16 {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let mut request =
+        format!("POST /webhook HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str("\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    stream.write_all(body).await.unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).await.unwrap();
+    let text = String::from_utf8_lossy(&response);
+    text.split_whitespace().nth(1).and_then(|code| code.parse().ok()).unwrap_or(0)
+}
+
+fn github_signature(secret: &[u8], body: &[u8]) -> String {
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
+    mac.update(body);
+    let hex: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256={hex}")
+}
+
+/// A GitHub push notification for main.
+async fn push_hook(handle: &Handle) -> u16 {
+    let body = br#"{"ref":"refs/heads/main","after":"0000000000000000000000000000000000000000"}"#;
+    let headers = [("X-GitHub-Event", "push".to_owned()), ("X-Hub-Signature-256", github_signature(SECRET, body))];
+    post(handle.webhook_addr.unwrap(), &headers, body).await
+}
+
+fn hosts_toml(fleet: &TestFleet, i: usize) -> Option<String> {
+    fleet.nodes[i].read("certs.d/quay.io/hosts.toml")
+}
+
+async fn stop(handle: Handle) {
+    handle.shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(60), handle.task).await.unwrap().unwrap().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_is_applied_and_status_is_committed_to_the_status_branch() {
+    let fleet = TestFleet::start(2);
+    let remote = remote(&fleet, "");
+    let first = remote.tip("main").unwrap();
+    let mut handle = start(&fleet, config(&remote)).await;
+
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str(), record.failed), (RoundKind::Commit, first.as_str(), 0));
+    for i in 0..2 {
+        assert!(hosts_toml(&fleet, i).unwrap().contains("mirror.corp.example/v2/quay"));
+    }
+    let status_commit = record.status_commit.clone().expect("the first round writes status");
+    assert_eq!(remote.tip("winfleet/status").as_deref(), Some(status_commit.as_str()));
+    let message = remote.message(&status_commit);
+    assert!(message.starts_with(&format!("status: {} ", &first[..7])), "{message}");
+    assert!(message.contains(&format!("Winfleet-Revision: {first}")), "{message}");
+    let summary = remote.show("winfleet/status", "status/summary.yaml").unwrap();
+    assert!(summary.contains(&first), "{summary}");
+    for node in &fleet.nodes {
+        let file = remote.show("winfleet/status", &format!("status/instances/{}.yaml", node.address)).unwrap();
+        assert!(file.contains("Ready"), "{file}");
+    }
+    assert_eq!(remote.count("main"), 1, "status never lands on the tracked branch by default");
+
+    // A merged change, announced by the webhook.
+    let second = remote.push(&[("mirrors.yaml", &mirrors("mirror2.corp.example/quay"))], &[], "new mirror");
+    assert_eq!(push_hook(&handle).await, 202);
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, second.as_str()));
+    assert!(record.webhook_received.is_some());
+    assert_eq!(record.changed, 2);
+    for i in 0..2 {
+        assert!(hosts_toml(&fleet, i).unwrap().contains("mirror2.corp.example/v2/quay"));
+    }
+    let summary = remote.show("winfleet/status", "status/summary.yaml").unwrap();
+    assert!(summary.contains(&second), "{summary}");
+    assert_eq!(remote.count("winfleet/status"), 2);
+    stop(handle).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_no_op_drift_round_makes_no_commit_and_a_concurrent_status_push_is_kept() {
+    let fleet = TestFleet::start(2);
+    let remote = remote(&fleet, "  drift:\n    interval: 1s\n");
+    let mut handle = start(&fleet, config(&remote)).await;
+    let record = next(&mut handle.records).await;
+    assert_eq!(record.kind, RoundKind::Commit);
+    let tip = remote.tip("winfleet/status").unwrap();
+
+    // Nothing changed: the drift round re-observes every node and commits nothing.
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.changed, record.status_commit.as_deref()), (RoundKind::Drift, 0, None));
+    assert_eq!(remote.tip("winfleet/status").as_deref(), Some(tip.as_str()));
+
+    // Someone else pushes to the status branch; then a node drifts.
+    let other = remote.scratch("other");
+    support::remote::git(&other, &["clone", "-q", "-b", "winfleet/status", remote.bare.to_str().unwrap(), "c"]);
+    let clone = other.join("c");
+    std::fs::write(clone.join("NOTES.md"), "kept\n").unwrap();
+    support::remote::git(&clone, &["add", "-A"]);
+    support::remote::git(&clone, &["commit", "-q", "-m", "notes"]);
+    support::remote::git(&clone, &["push", "-q", "origin", "winfleet/status"]);
+    std::fs::remove_file(fleet.nodes[1].path("certs.d/quay.io/hosts.toml")).unwrap();
+    let record = loop {
+        let record = next(&mut handle.records).await;
+        if record.changed > 0 {
+            break record;
+        }
+    };
+    assert_eq!(record.kind, RoundKind::Drift);
+    assert!(hosts_toml(&fleet, 1).is_some(), "drift corrected (mode correct)");
+    let commit = record.status_commit.expect("drift is reported in status");
+    assert_eq!(remote.tip("winfleet/status").as_deref(), Some(commit.as_str()), "status landed");
+    assert_eq!(remote.show("winfleet/status", "NOTES.md").as_deref(), Some("kept\n"), "the other push is kept");
+    let node = remote.show("winfleet/status", &format!("status/instances/{}.yaml", fleet.nodes[1].address)).unwrap();
+    assert!(node.contains("hosts.toml"), "the drift names what was corrected: {node}");
+    stop(handle).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_commit_is_not_applied_and_its_diagnostics_go_into_status() {
+    let fleet = TestFleet::start(1);
+    let remote = remote(&fleet, "");
+    let good = remote.tip("main").unwrap();
+    let mut handle = start(&fleet, config(&remote)).await;
+    assert_eq!(next(&mut handle.records).await.kind, RoundKind::Commit);
+    let before = fleet.nodes[0].files();
+
+    // A new mirror and a broken document in the same commit: nothing of it applies.
+    let bad = remote.push(
+        &[("mirrors.yaml", &mirrors("mirror2.corp.example/quay")), ("broken.yaml", "apiVersion: v1\nkind: Nope\n")],
+        &[],
+        "broken",
+    );
+    assert_eq!(push_hook(&handle).await, 202);
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Invalid, bad.as_str()));
+    assert_eq!(fleet.nodes[0].files(), before, "nothing of the invalid commit reached the node");
+    let summary = remote.show("winfleet/status", "status/summary.yaml").unwrap();
+    assert!(summary.contains(&good) && summary.contains(&bad), "{summary}");
+    assert!(summary.contains("broken.yaml"), "the diagnostics name the file: {summary}");
+    let message = remote.message(&record.status_commit.unwrap());
+    assert!(message.contains(&format!("Winfleet-Revision: {bad}")), "{message}");
+
+    // The fix applies.
+    let fixed = remote.push(&[], &["broken.yaml"], "fix");
+    assert_eq!(push_hook(&handle).await, 202);
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, fixed.as_str()));
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"));
+    stop(handle).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_with_a_bad_signature_is_refused_and_starts_no_round() {
+    let fleet = TestFleet::start(1);
+    let remote = remote(&fleet, "");
+    let mut handle = start(&fleet, config(&remote)).await;
+    assert_eq!(next(&mut handle.records).await.kind, RoundKind::Commit);
+    let change = remote.push(&[("mirrors.yaml", &mirrors("mirror2.corp.example/quay"))], &[], "new mirror");
+
+    let body = br#"{"ref":"refs/heads/main"}"#;
+    let forged = [("X-GitHub-Event", "push".to_owned()), ("X-Hub-Signature-256", github_signature(b"guess", body))];
+    assert_eq!(post(handle.webhook_addr.unwrap(), &forged, body).await, 401);
+    let unsigned = [("X-GitHub-Event", "push".to_owned())];
+    assert_eq!(post(handle.webhook_addr.unwrap(), &unsigned, body).await, 401);
+    let gitlab = [("X-Gitlab-Event", "Push Hook".to_owned()), ("X-Gitlab-Token", "wrong".to_owned())];
+    assert_eq!(post(handle.webhook_addr.unwrap(), &gitlab, body).await, 401);
+    // The poll interval is an hour: only a valid notification applies the change.
+    assert_eq!(push_hook(&handle).await, 202);
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, change.as_str()));
+    let metrics = handle.metrics.encode();
+    assert!(metrics.contains(r#"winfleet_webhook_requests_total{result="unauthorized"} 3"#), "{metrics}");
+    assert!(metrics.contains(r#"winfleet_webhook_requests_total{result="accepted"} 1"#), "{metrics}");
+    stop(handle).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_pushes_during_a_round_makes_exactly_one_follow_up_round() {
+    let fleet = TestFleet::start(2);
+    for node in &fleet.nodes {
+        // Every script on these nodes takes a second longer.
+        node.shim("base64", "#!/bin/sh\nsleep 1\nexec /usr/bin/base64 \"$@\"\n");
+    }
+    let remote = remote(&fleet, "");
+    let first = remote.tip("main").unwrap();
+    let mut handle = start(&fleet, config(&remote)).await;
+    // Ready means the first fetch is done: the first round is running now
+    // (its scripts take seconds). Push three times meanwhile.
+    wait_ready(&handle).await;
+    let mut last = String::new();
+    for i in 0..3 {
+        last = remote.push(&[("mirrors.yaml", &mirrors(&format!("m{i}.corp.example/quay")))], &[], "burst");
+        assert_eq!(push_hook(&handle).await, 202);
+    }
+    let one = next(&mut handle.records).await;
+    let two = next(&mut handle.records).await;
+    // The round after the follow-up must be this sentinel's: no third
+    // round for the burst came in between.
+    let sentinel = remote.push(&[("mirrors.yaml", &mirrors("sentinel.corp.example/quay"))], &[], "sentinel");
+    assert_eq!(push_hook(&handle).await, 202);
+    let three = next(&mut handle.records).await;
+    let revisions: Vec<&str> = [&one, &two, &three].iter().map(|r| r.revision.as_str()).collect();
+    assert_eq!(revisions, [first.as_str(), last.as_str(), sentinel.as_str()]);
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("sentinel.corp.example/v2/quay"));
+    stop(handle).await;
+}
+
+/// The binary, with its flags.
+fn daemon_command(remote: &Remote, fleet: &TestFleet, cache: &PathBuf, metrics: u16) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_winfleet"));
+    cmd.args(["run", "--repo-url", &remote.url(), "--cache-dir", cache.to_str().unwrap()])
+        .args(["--ssh-key", fleet.key.to_str().unwrap(), "--known-hosts", fleet.known_hosts.to_str().unwrap()])
+        .args(["--metrics-addr", &format!("127.0.0.1:{metrics}"), "--max-parallel", "1", "--poll-interval", "1h"])
+        .env_remove("KUBECONFIG")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env("HOME", cache)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+    cmd
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_during_a_round_stops_cleanly_and_the_next_start_converges() {
+    use std::io::BufRead;
+    let fleet = TestFleet::start(4);
+    for node in &fleet.nodes {
+        node.shim("base64", "#!/bin/sh\nsleep 1\nexec /usr/bin/base64 \"$@\"\n");
+    }
+    let remote = remote(&fleet, "");
+    let cache = remote.scratch("cache");
+    let mut child = daemon_command(&remote, &fleet, &cache, free_port()).spawn().unwrap();
+    // One node at a time: wait until the first node is done, then SIGTERM.
+    let stderr = child.stderr.take().unwrap();
+    let (lines, log) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    let mut seen = Vec::new();
+    loop {
+        let line = log.recv_timeout(Duration::from_secs(120)).expect("the daemon logs its first node");
+        let done = fleet.nodes.iter().any(|n| line.contains(&n.address) && line.contains("applied"));
+        seen.push(line);
+        if done {
+            break;
+        }
+    }
+    let pid = child.id().to_string();
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    while let Ok(line) = log.recv_timeout(Duration::from_millis(200)) {
+        seen.push(line);
+    }
+    let text = seen.join("\n");
+    assert!(status.success(), "exit {status:?}\n{text}");
+    assert!(text.contains("stopped"), "{text}");
+    let configured = (0..4).filter(|&i| hosts_toml(&fleet, i).is_some()).count();
+    assert!(configured < 4, "SIGTERM stopped the round before every node was started:\n{text}");
+
+    // The next start converges.
+    let mut child = daemon_command(&remote, &fleet, &cache, free_port()).spawn().unwrap();
+    let converged = tokio::time::timeout(Duration::from_secs(120), async {
+        while (0..4).any(|i| hosts_toml(&fleet, i).is_none()) {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    })
+    .await;
+    let _ = std::process::Command::new("kill").args(["-TERM", &child.id().to_string()]).status();
+    let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
+    assert!(converged.is_ok(), "every node configured after the restart");
+    assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_leader_reconciles_and_the_follower_takes_over_on_shutdown() {
+    use support::apiserver::ApiServer;
+    use winfleet::cluster::connect::Cluster;
+    use winfleet::daemon::lease::LeaseConfig;
+    let fleet = TestFleet::start(1);
+    let remote = remote(&fleet, "");
+    let api = ApiServer::new();
+    let cluster = || Some(Cluster { client: api.client(), url: "in-memory".into() });
+    let elect = |identity: &str| {
+        let mut lease = LeaseConfig::new("winfleet", identity);
+        lease.lease_duration = Duration::from_secs(3);
+        lease.renew_every = Duration::from_millis(500);
+        lease.retry_every = Duration::from_millis(200);
+        Some(lease)
+    };
+    let mut a = daemon::start(Config { leader_election: elect("a"), ..config(&remote) }, cluster(), pool(&fleet))
+        .await
+        .unwrap();
+    let first = next(&mut a.records).await;
+    assert_eq!(first.kind, RoundKind::Commit, "the first instance leads and reconciles");
+    let mut b = daemon::start(Config { leader_election: elect("b"), ..config(&remote) }, cluster(), pool(&fleet))
+        .await
+        .unwrap();
+    wait_ready(&b).await;
+
+    // A change, announced to the follower only: it accepts the webhook and runs nothing.
+    let change = remote.push(&[("mirrors.yaml", &mirrors("mirror2.corp.example/quay"))], &[], "new mirror");
+    assert_eq!(push_hook(&b).await, 202);
+    let lease = api.get("coordination.k8s.io/v1", "Lease", Some("winfleet"), "winfleet-leader").unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "a");
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror.corp.example/v2/quay"), "nobody applied it yet");
+
+    // The leader stops (releasing the Lease); the follower takes over and applies the change.
+    stop(a).await;
+    let record = next(&mut b.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, change.as_str()), "b's first round");
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"));
+    let lease = api.get("coordination.k8s.io/v1", "Lease", Some("winfleet"), "winfleet-leader").unwrap();
+    assert_eq!(lease["spec"]["holderIdentity"], "b");
+    stop(b).await;
+}

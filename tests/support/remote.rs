@@ -1,0 +1,99 @@
+//! A Git remote for daemon tests: a bare repository reached over file://
+//! and a working clone the test commits and pushes from (the git CLI, as a
+//! cluster admin's merge would).
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A bare remote and a clone of it.
+pub struct Remote {
+    dir: tempfile::TempDir,
+    /// The bare repository.
+    pub bare: PathBuf,
+    /// The working clone.
+    pub work: PathBuf,
+}
+
+pub fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=admin", "-c", "user.email=admin@corp.example", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+impl Remote {
+    /// A remote whose `main` holds `files`.
+    pub fn new(files: &[(&str, &str)]) -> Self {
+        let dir = tempfile::Builder::new().prefix("winfleet-remote-").tempdir().unwrap();
+        let bare = dir.path().join("fleet.git");
+        let work = dir.path().join("work");
+        std::fs::create_dir_all(&bare).unwrap();
+        git(&bare, &["init", "-q", "--bare", "-b", "main"]);
+        git(dir.path(), &["clone", "-q", bare.to_str().unwrap(), "work"]);
+        git(&work, &["checkout", "-q", "-b", "main"]);
+        let remote = Self { dir, bare, work };
+        remote.push(files, &[], "fleet");
+        remote
+    }
+
+    /// The URL the daemon fetches.
+    pub fn url(&self) -> String {
+        format!("file://{}", self.bare.display())
+    }
+
+    /// A scratch directory beside the remote.
+    pub fn scratch(&self, name: &str) -> PathBuf {
+        let path = self.dir.path().join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        path
+    }
+
+    /// Writes `files`, removes `removed`, commits and pushes main; the new head.
+    pub fn push(&self, files: &[(&str, &str)], removed: &[&str], message: &str) -> String {
+        for (rel, content) in files {
+            let path = self.work.join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, content).unwrap();
+        }
+        for rel in removed {
+            std::fs::remove_file(self.work.join(rel)).unwrap();
+        }
+        git(&self.work, &["add", "-A"]);
+        git(&self.work, &["commit", "-q", "--allow-empty", "-m", message]);
+        git(&self.work, &["push", "-q", "origin", "HEAD:main"]);
+        git(&self.work, &["rev-parse", "HEAD"])
+    }
+
+    /// The tip of a branch of the remote.
+    pub fn tip(&self, branch: &str) -> Option<String> {
+        let out = Command::new("git")
+            .current_dir(&self.bare)
+            .args(["rev-parse", "--verify", "-q", &format!("refs/heads/{branch}")])
+            .output()
+            .unwrap();
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    }
+
+    /// A file on a branch of the remote.
+    pub fn show(&self, branch: &str, path: &str) -> Option<String> {
+        let out =
+            Command::new("git").current_dir(&self.bare).args(["show", &format!("{branch}:{path}")]).output().unwrap();
+        out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// The full message of a commit of the remote.
+    pub fn message(&self, commit: &str) -> String {
+        git(&self.bare, &["log", "-1", "--format=%B", commit])
+    }
+
+    /// Number of commits on a branch.
+    pub fn count(&self, branch: &str) -> usize {
+        git(&self.bare, &["rev-list", "--count", &format!("refs/heads/{branch}")]).parse().unwrap()
+    }
+}
