@@ -120,15 +120,8 @@ struct StatusArgs {
     /// Read the status branch from this remote instead of --repo (only that branch is fetched).
     #[arg(long, value_name = "URL", env = "WINFLEET_REPO_URL")]
     repo_url: Option<String>,
-    /// A file holding the https token for --repo-url.
-    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_TOKEN_FILE")]
-    git_token_file: Option<PathBuf>,
-    /// The deploy key for an ssh:// --repo-url.
-    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_SSH_KEY")]
-    git_ssh_key: Option<PathBuf>,
-    /// known_hosts pinning the Git server's host key (ssh://).
-    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_KNOWN_HOSTS")]
-    git_known_hosts: Option<PathBuf>,
+    #[command(flatten)]
+    git: GitArgs,
     /// The status branch (the Fleet's status.branch).
     #[arg(long, default_value = "winfleet/status")]
     branch: String,
@@ -138,6 +131,30 @@ struct StatusArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = status::StatusFormat::Table)]
     output: status::StatusFormat,
+}
+
+/// Credentials for a Git remote.
+#[derive(Debug, clap::Args)]
+struct GitArgs {
+    /// A file holding the https token (read at each fetch, so a rotated Secret works).
+    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_TOKEN_FILE")]
+    git_token_file: Option<PathBuf>,
+    /// The deploy key for ssh:// repositories.
+    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_SSH_KEY")]
+    git_ssh_key: Option<PathBuf>,
+    /// known_hosts pinning the Git server's host key (required for ssh://).
+    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_KNOWN_HOSTS")]
+    git_known_hosts: Option<PathBuf>,
+}
+
+impl GitArgs {
+    fn auth(&self) -> winfleet::source::GitAuth {
+        winfleet::source::GitAuth {
+            token_file: self.git_token_file.clone(),
+            ssh_key: self.git_ssh_key.clone(),
+            known_hosts: self.git_known_hosts.clone(),
+        }
+    }
 }
 
 /// How a live round reaches the nodes and the cluster.

@@ -12,9 +12,8 @@ use winfleet::daemon::source::SourceConfig;
 use winfleet::daemon::webhook::WebhookConfig;
 use winfleet::daemon::{self, Config};
 use winfleet::desired::rules::fleet::parse_duration;
-use winfleet::source::transport::GitAuth;
 
-use super::{RoundArgs, live, load};
+use super::{GitArgs, RoundArgs, live, load};
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, clap::ValueEnum)]
@@ -41,15 +40,8 @@ pub struct RunArgs {
     /// A writable directory for winfleet's Git caches.
     #[arg(long, value_name = "DIR", env = "WINFLEET_CACHE_DIR", default_value = "/var/cache/winfleet")]
     cache_dir: PathBuf,
-    /// A file holding the https token (read at each fetch, so a rotated Secret works).
-    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_TOKEN_FILE")]
-    git_token_file: Option<PathBuf>,
-    /// The deploy key for ssh:// repositories.
-    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_SSH_KEY")]
-    git_ssh_key: Option<PathBuf>,
-    /// known_hosts pinning the Git server's host key (required for ssh://).
-    #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_KNOWN_HOSTS")]
-    git_known_hosts: Option<PathBuf>,
+    #[command(flatten)]
+    git: GitArgs,
     /// Where status commits are pushed (default: --repo-url, or the checkout's origin).
     #[arg(long, value_name = "URL", env = "WINFLEET_STATUS_REPO_URL")]
     status_repo_url: Option<String>,
@@ -145,11 +137,7 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
     let pull_secret = args.round.pull_secret.as_deref().map(load::pull_secret).transpose()?;
     Ok(Config {
         source,
-        auth: GitAuth {
-            token_file: args.git_token_file.clone(),
-            ssh_key: args.git_ssh_key.clone(),
-            known_hosts: args.git_known_hosts.clone(),
-        },
+        auth: args.git.auth(),
         cache_dir: args.cache_dir.clone(),
         status_url: args.status_repo_url.clone(),
         author_name,

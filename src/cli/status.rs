@@ -8,10 +8,10 @@ use anyhow::Context;
 use clap::ValueEnum;
 use serde::Serialize;
 use winfleet::plan::FORMAT_VERSION;
+use winfleet::source::transport::{fetch, redact_url};
 use winfleet::status::model::{
     ConditionType, InstancePhase, InstanceStatus, MachineSetPhase, MachineSetStatus, Status, Summary,
 };
-use winfleet::source::transport::{GitAuth, fetch, redact_url};
 use winfleet::status::read::{Published, read_branch};
 use winfleet::status::summary::{instance_counts, machine_set_counts};
 use winfleet::status::{from_files, redact};
@@ -49,11 +49,7 @@ fn from_remote(url: &str, args: &StatusArgs) -> anyhow::Result<Published> {
     let result = (|| {
         let repo = git2::Repository::init_bare(&scratch)
             .with_context(|| format!("cannot create a scratch repository in {}", scratch.display()))?;
-        let auth = GitAuth {
-            token_file: args.git_token_file.clone(),
-            ssh_key: args.git_ssh_key.clone(),
-            known_hosts: args.git_known_hosts.clone(),
-        };
+        let auth = args.git.auth();
         let refspec = format!("+refs/heads/{0}:refs/heads/{0}", args.branch);
         fetch(&repo, url, &[&refspec], &auth)
             .with_context(|| format!("cannot fetch {} from {}", args.branch, redact_url(url)))?;

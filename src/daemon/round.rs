@@ -227,7 +227,8 @@ impl Daemon {
         self.full_round(RoundKind::Commit, schedule, work, stop).await
     }
 
-    /// Every instance (nodes backing off are left out of drift checks).
+    /// Every instance (nodes backing off are left out of drift checks,
+    /// unless their retry is part of this work).
     async fn full_round(
         &mut self,
         kind: RoundKind,
@@ -241,7 +242,9 @@ impl Daemon {
         let instances: Vec<&Instance> = desired
             .instances
             .values()
-            .filter(|i| kind == RoundKind::Commit || !schedule.backing_off(&i.address, now))
+            .filter(|i| {
+                kind == RoundKind::Commit || work.retry.contains(&i.address) || !schedule.backing_off(&i.address, now)
+            })
             .collect();
         let record = self.execute(kind, &desired, &instances, true, schedule, work, stop).await;
         schedule.observed_all(Instant::now());
@@ -303,7 +306,11 @@ impl Daemon {
         };
         let host = SshHost { pool: &self.pool };
         let report = reconcile::round(self.cluster.as_ref(), &self.pool, &host, desired, instances, &options, |r| {
-            tracing::info!("{}", crate::engine::report::node_line(r));
+            if r.has_changes() || r.failed() {
+                tracing::info!("{}", crate::engine::report::node_line(r));
+            } else {
+                tracing::debug!("{}", crate::engine::report::node_line(r));
+            }
         })
         .await;
         let applied_at = Instant::now();

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use git2::{ObjectType, Oid, Repository, TreeWalkMode, TreeWalkResult};
+use git2::{ObjectType, Oid, Repository, Tree, TreeWalkMode, TreeWalkResult};
 
 use super::{Snapshot, SourceError, SourceFile};
 
@@ -19,29 +19,33 @@ pub fn read_commit(repo: &Repository, id: Oid) -> Result<Snapshot, SourceError> 
     let rev = id.to_string();
     let commit = repo.find_commit(id).map_err(|e| SourceError::git(format!("finding commit {rev}"), &e))?;
     let tree = commit.tree().map_err(|e| SourceError::git(format!("reading the tree of {rev}"), &e))?;
+    let mut files = tree_files(repo, &tree).map_err(|e| SourceError::git(format!("reading the tree of {rev}"), &e))?;
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Snapshot { revision: Some(rev), files })
+}
+
+/// Every blob under `tree` with its path relative to it (symbolic links
+/// and submodules skipped: a link's "content" is a path, never config).
+pub fn tree_files(repo: &Repository, tree: &Tree<'_>) -> Result<Vec<SourceFile>, git2::Error> {
     let mut files = Vec::new();
     let mut failure = None;
     tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
-        // 0o120000 = symbolic link: its "content" is a path, never config.
         if entry.kind() != Some(ObjectType::Blob) || entry.filemode() == 0o120000 {
             return TreeWalkResult::Ok;
         }
         let Ok(name) = entry.name() else { return TreeWalkResult::Ok };
         match repo.find_blob(entry.id()) {
-            Ok(blob) => files.push(SourceFile { path: format!("{dir}{name}"), bytes: blob.content().to_vec() }),
+            Ok(blob) => {
+                files.push(SourceFile { path: format!("{dir}{name}"), bytes: blob.content().to_vec() });
+                TreeWalkResult::Ok
+            }
             Err(e) => {
-                failure = Some(SourceError::git(format!("reading {dir}{name} at {rev}"), &e));
-                return TreeWalkResult::Abort;
+                failure = Some(e);
+                TreeWalkResult::Abort
             }
         }
-        TreeWalkResult::Ok
-    })
-    .map_err(|e| SourceError::git(format!("walking the tree of {rev}"), &e))?;
-    if let Some(e) = failure {
-        return Err(e);
-    }
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Snapshot { revision: Some(rev), files })
+    })?;
+    failure.map_or(Ok(files), Err)
 }
 
 fn open(repo_dir: &Path) -> Result<Repository, SourceError> {

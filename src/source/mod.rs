@@ -11,8 +11,8 @@ pub mod transport;
 mod worktree;
 
 pub use checkout::CheckoutSource;
-pub use git::read_commit;
 pub use git::read_revision;
+pub use git::{read_commit, tree_files};
 pub use remote::{Fetched, RemoteSource, only_status_changes};
 pub use transport::{GitAuth, GitError, PushError, redact_url};
 pub use worktree::read_worktree;

@@ -4,7 +4,9 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use git2::{ErrorCode, ObjectType, Repository, Tree, TreeWalkMode, TreeWalkResult};
+use git2::{ErrorCode, ObjectType, Repository, Tree};
+
+use crate::source::tree_files;
 
 /// Why the status files could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -96,28 +98,7 @@ pub fn read_branch(repo_dir: &Path, branch: &str, path: &str) -> Result<Publishe
 
 /// Every blob under `tree` by relative path (symbolic links skipped).
 fn blobs(repo: &Repository, tree: &Tree<'_>) -> Result<BTreeMap<String, Vec<u8>>, git2::Error> {
-    let mut files = BTreeMap::new();
-    let mut failure = None;
-    tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
-        if entry.kind() != Some(ObjectType::Blob) || entry.filemode() == 0o120000 {
-            return TreeWalkResult::Ok;
-        }
-        let Ok(name) = entry.name() else { return TreeWalkResult::Ok };
-        match repo.find_blob(entry.id()) {
-            Ok(blob) => {
-                files.insert(format!("{dir}{name}"), blob.content().to_vec());
-                TreeWalkResult::Ok
-            }
-            Err(e) => {
-                failure = Some(e);
-                TreeWalkResult::Abort
-            }
-        }
-    })?;
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(files),
-    }
+    Ok(tree_files(repo, tree)?.into_iter().map(|f| (f.path, f.bytes)).collect())
 }
 
 fn git(context: String, e: &git2::Error) -> ReadError {
