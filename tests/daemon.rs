@@ -436,3 +436,70 @@ async fn only_the_leader_reconciles_and_the_follower_takes_over_on_shutdown() {
     assert_eq!(lease["spec"]["holderIdentity"], "b");
     stop(b).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_on_an_invalid_head_keeps_the_last_applied_revision_in_force() {
+    let fleet = TestFleet::start(1);
+    let remote = remote(&fleet, "  drift:\n    interval: 1s\n");
+    let good = remote.tip("main").unwrap();
+    let mut handle = start(&fleet, config(&remote)).await;
+    assert_eq!(next(&mut handle.records).await.kind, RoundKind::Commit);
+    stop(handle).await;
+    let instance = format!("status/instances/{}.yaml", fleet.nodes[0].address);
+    assert!(remote.show("winfleet/status", &instance).is_some());
+
+    let bad = remote.push(&[("broken.yaml", "apiVersion: v1\nkind: Nope\n")], &[], "broken");
+    let mut handle = start(&fleet, config(&remote)).await;
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Invalid, bad.as_str()));
+    let summary = remote.show("winfleet/status", "status/summary.yaml").unwrap();
+    let applied = summary.lines().find(|l| l.starts_with("lastAppliedRevision:")).unwrap_or_default();
+    assert!(applied.contains(&good), "{summary}");
+    assert!(remote.show("winfleet/status", &instance).is_some(), "the instance's status is kept");
+    // Drift checks go on with the revision in force: a deleted file comes back.
+    std::fs::remove_file(fleet.nodes[0].path("certs.d/quay.io/hosts.toml")).unwrap();
+    let record = loop {
+        let record = next(&mut handle.records).await;
+        if record.kind == RoundKind::Drift && record.changed > 0 {
+            break record;
+        }
+    };
+    assert_eq!(record.revision, good);
+    assert!(hosts_toml(&fleet, 0).is_some());
+    stop(handle).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_on_the_tracked_branch_never_triggers_a_round_nor_a_commit_per_round() {
+    let fleet = TestFleet::start(1);
+    let remote = remote(&fleet, "  drift:\n    interval: 1s\n  status:\n    branch: main\n");
+    let config_commit = remote.tip("main").unwrap();
+    let mut handle = start(&fleet, config(&remote)).await;
+    let record = next(&mut handle.records).await;
+    assert_eq!(record.kind, RoundKind::Commit);
+    let status_commit = record.status_commit.expect("status lands on main");
+    assert_eq!(remote.tip("main").as_deref(), Some(status_commit.as_str()));
+    assert!(remote.message(&status_commit).contains(&format!("Winfleet-Revision: {config_commit}")));
+    // The webhook makes the daemon see its own status commit: no round for it.
+    assert_eq!(push_hook(&handle).await, 202);
+    for _ in 0..3 {
+        let record = next(&mut handle.records).await;
+        assert_eq!(record.kind, RoundKind::Drift, "never a Commit round for a status-only commit");
+        assert_eq!(record.revision, config_commit);
+        assert_eq!(record.status_commit, None, "an unchanged fleet makes no commit");
+    }
+    assert_eq!(remote.tip("main").as_deref(), Some(status_commit.as_str()));
+    assert!(remote.tip("winfleet/status").is_none());
+    stop(handle).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_any_endpoint_the_timers_still_run() {
+    let fleet = TestFleet::start(1);
+    let remote = remote(&fleet, "  drift:\n    interval: 1s\n");
+    let config = Config { webhook: None, metrics_addr: None, ..config(&remote) };
+    let mut handle = start(&fleet, config).await;
+    assert_eq!(next(&mut handle.records).await.kind, RoundKind::Commit);
+    assert_eq!(next(&mut handle.records).await.kind, RoundKind::Drift);
+    stop(handle).await;
+}

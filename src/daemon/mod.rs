@@ -150,21 +150,51 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
         paths if paths.is_empty() => None,
         paths => Some(fs_watch::watch(&paths, triggers.clone()).map_err(|e| DaemonError::Watch(e.to_string()))?),
     };
+    // The Lease has its own token: it is released only once the loop has
+    // finished its round, so no other replica starts on a node still worked on.
+    let lease_stop = CancellationToken::new();
     let leader = match (&config.leader_election, &cluster) {
         (Some(lease_config), Some(cluster)) => {
-            let (leader, _task) = lease::spawn(cluster.client.clone(), lease_config.clone(), shutdown.child_token());
-            Some(leader)
+            Some(lease::spawn(cluster.client.clone(), lease_config.clone(), lease_stop.clone()))
         }
         _ => None,
     };
     if let (true, Some(cluster)) = (config.watch_cluster, &cluster) {
         tokio::spawn(cluster_watch::run(cluster.client.clone(), triggers.clone(), shutdown.child_token()));
     }
+    let shutdown_loop = shutdown.clone();
+    let sender = triggers.clone();
     let now = Instant::now();
     let schedule = Schedule::new(now, config.poll_interval, Duration::from_secs(600), config.seed);
     let daemon = Daemon::new(config, source, cluster, pool, Arc::clone(&metrics), ready, rounds);
-    let task = tokio::spawn(run_loop(daemon, schedule, receiver, leader, shutdown.clone(), watcher));
+    let election = Election { leader: leader.as_ref().map(|(rx, _)| rx.clone()), stop: lease_stop };
+    let lease_task = leader.map(|(_, task)| task);
+    let task = tokio::spawn(async move {
+        // The loop holds a sender itself: with no webhook, watch or cluster
+        // watch, its timers still run (the channel never reads as closed).
+        let triggers = Triggers { receiver, _sender: sender, _watcher: watcher };
+        let result = run_loop(daemon, schedule, triggers, election.leader, shutdown_loop).await;
+        election.stop.cancel();
+        if let Some(task) = lease_task {
+            // The release is a GET and a PUT: let it reach the API server.
+            let _ = tokio::time::timeout(Duration::from_secs(10), task).await;
+        }
+        result
+    });
     Ok(Handle { metrics_addr, webhook_addr, metrics, records, shutdown, task })
+}
+
+/// Where triggers arrive, and what keeps their sources alive.
+struct Triggers {
+    receiver: mpsc::UnboundedReceiver<Trigger>,
+    _sender: trigger::TriggerSender,
+    _watcher: Option<notify::RecommendedWatcher>,
+}
+
+/// The leadership the loop follows, and the token that releases the Lease.
+struct Election {
+    leader: Option<watch::Receiver<bool>>,
+    stop: CancellationToken,
 }
 
 async fn serve(
@@ -187,11 +217,11 @@ async fn serve(
 async fn run_loop(
     mut daemon: Daemon,
     mut schedule: Schedule,
-    mut receiver: mpsc::UnboundedReceiver<Trigger>,
+    triggers: Triggers,
     mut leader: Option<watch::Receiver<bool>>,
     shutdown: CancellationToken,
-    _watcher: Option<notify::RecommendedWatcher>,
 ) -> Result<(), DaemonError> {
+    let mut receiver = triggers.receiver;
     loop {
         while let Ok(trigger) = receiver.try_recv() {
             schedule.trigger(trigger);

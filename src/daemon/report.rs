@@ -4,11 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use git2::Repository;
 
 use super::Config;
-use super::round::short;
+use super::round::{GIT_TIMEOUT, short};
 use super::source::Source;
 use crate::desired::model::{Desired, FleetSettings};
 use crate::reconcile::report::RoundReport;
@@ -56,24 +57,24 @@ impl StatusWriter {
 
     /// Renders this round's status and commits it when it changed; the
     /// status commit, if one was made.
-    pub fn write(
+    pub async fn write(
         &mut self,
         attempted: &str,
-        applied: Option<(&str, &Desired)>,
+        applied: Option<(String, Arc<Desired>)>,
         invalid: &[String],
         report: Option<&RoundReport>,
         drift_check: bool,
     ) -> Option<String> {
         let defaults = FleetSettings::default();
-        let fleet = applied.map_or(&defaults, |(_, d)| &d.fleet);
+        let fleet = applied.as_ref().map_or(&defaults, |(_, d)| &d.fleet);
         let target = self.target(fleet);
-        let previous = self.previous(&target);
+        let previous = self.previous(&target).await;
         let instances: Vec<String> = applied.iter().flat_map(|(_, d)| d.instances.keys().cloned()).collect();
         let machine_sets: Vec<String> = applied.iter().flat_map(|(_, d)| d.machine_sets.keys().cloned()).collect();
         let input = RoundInput {
             now: jiff::Timestamp::now(),
             attempted,
-            applied: applied.map(|(revision, _)| revision),
+            applied: applied.as_ref().map(|(revision, _)| revision.as_str()),
             invalid,
             instances: &instances,
             machine_sets: &machine_sets,
@@ -88,21 +89,31 @@ impl StatusWriter {
         if target.url.is_empty() {
             return None;
         }
-        let result = Repository::open(&self.repo_dir)
-            .or_else(|_| Repository::init_bare(&self.repo_dir))
-            .map_err(|e| e.message().to_owned())
-            .and_then(|repo| publish::publish(&repo, &target, &commit).map_err(|e| e.to_string()));
+        let branch = target.branch.clone();
+        let result =
+            self.blocking(move |repo| publish::publish(repo, &target, &commit).map_err(|e| e.to_string())).await;
         match result {
             Ok(Published::Unchanged) => None,
             Ok(Published::Committed { commit, attempts }) => {
-                tracing::info!(commit = %short(&commit), branch = %target.branch, attempts, "status committed");
+                tracing::info!(commit = %short(&commit), branch = %branch, attempts, "status committed");
                 Some(commit)
             }
             Err(e) => {
-                tracing::warn!(error = %e, branch = %target.branch, "cannot write status; the next round tries again");
+                tracing::warn!(error = %e, branch = %branch, "cannot write status; the next round tries again");
                 None
             }
         }
+    }
+
+    /// The revision the status branch says was applied last.
+    pub async fn last_applied(&mut self, fleet: &FleetSettings) -> Option<String> {
+        let target = self.target(fleet);
+        self.previous(&target).await.summary.last_applied_revision
+    }
+
+    /// The strings no log line or status file may contain.
+    pub fn secrets(&self) -> &[String] {
+        &self.secrets
     }
 
     /// Instances and MachineSets by phase, as last rendered.
@@ -123,7 +134,7 @@ impl StatusWriter {
 
     /// The status last written to this target: from memory, or read from
     /// Git once (so transition times survive a restart).
-    fn previous(&mut self, target: &StatusTarget) -> Status {
+    async fn previous(&mut self, target: &StatusTarget) -> Status {
         if let Some((branch, path, status)) = &self.previous
             && *branch == target.branch
             && *path == target.path
@@ -133,16 +144,32 @@ impl StatusWriter {
         if target.url.is_empty() {
             return Status::default();
         }
-        let files = Repository::open(&self.repo_dir)
-            .or_else(|_| Repository::init_bare(&self.repo_dir))
-            .map_err(|e| e.message().to_owned())
-            .and_then(|repo| publish::read_current(&repo, target).map_err(|e| e.to_string()));
-        match files {
+        let target = target.clone();
+        match self.blocking(move |repo| publish::read_current(repo, &target).map_err(|e| e.to_string())).await {
             Ok(files) => status::from_files(&files),
             Err(e) => {
                 tracing::warn!(error = %e, "cannot read the previous status; starting afresh");
                 Status::default()
             }
+        }
+    }
+
+    /// Runs `f` on the status cache repository off the async threads,
+    /// bounded by [`GIT_TIMEOUT`].
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Repository) -> Result<T, String> + Send + 'static,
+    ) -> Result<T, String> {
+        let dir = self.repo_dir.clone();
+        let work = tokio::task::spawn_blocking(move || {
+            let repo =
+                Repository::open(&dir).or_else(|_| Repository::init_bare(&dir)).map_err(|e| e.message().to_owned())?;
+            f(&repo)
+        });
+        match tokio::time::timeout(GIT_TIMEOUT, work).await {
+            Ok(Ok(result)) => result,
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("took longer than {}s", GIT_TIMEOUT.as_secs())),
         }
     }
 }

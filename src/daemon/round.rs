@@ -8,6 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// Longest a Git operation (fetch, read, push) may take.
+pub const GIT_TIMEOUT: Duration = Duration::from_secs(120);
+
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -16,17 +19,18 @@ use super::Config;
 use super::metrics::Metrics;
 use super::report::StatusWriter;
 use super::schedule::{NodeOutcome, Schedule, Work};
-use super::source::Source;
+use super::source::{Source, SourceFailure};
 use crate::cluster::connect::Cluster;
 use crate::cluster::rollout::{RebootResult, RebootStage, RolloutOptions};
 use crate::desired::kinds::fleet::DriftMode;
-use crate::desired::model::{Desired, Instance};
-use crate::desired::{self, LoadOptions};
+use crate::desired::model::{Desired, FleetSettings, Instance};
+use crate::desired::{self, LoadOptions, Loaded};
 use crate::engine::host::SshHost;
 use crate::engine::report::{NodeResult, Stage};
 use crate::reconcile::report::RoundReport;
 use crate::reconcile::{self, Options};
 use crate::ssh::Pool;
+use crate::status::redact;
 
 /// What kind of round ran.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,15 +75,17 @@ struct Applied {
 /// The daemon's state between rounds.
 pub struct Daemon {
     config: Config,
-    source: Source,
+    source: Arc<Source>,
     cluster: Option<Cluster>,
     pool: Pool,
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
     rounds: broadcast::Sender<RoundRecord>,
     applied: Option<Applied>,
-    /// The newest revision examined, valid or not.
+    /// The newest revision examined (status-only commits included).
     seen: Option<String>,
+    /// The newest revision that carried more than status, valid or not.
+    attempted: Option<String>,
     /// Its diagnostics when it is invalid.
     invalid: Vec<String>,
     status: StatusWriter,
@@ -99,7 +105,7 @@ impl Daemon {
         let status = StatusWriter::new(&config, &source);
         Self {
             config,
-            source,
+            source: Arc::new(source),
             cluster,
             pool,
             metrics,
@@ -107,6 +113,7 @@ impl Daemon {
             rounds,
             applied: None,
             seen: None,
+            attempted: None,
             invalid: Vec::new(),
             status,
         }
@@ -119,22 +126,51 @@ impl Daemon {
 
     /// Does `work`; any round it runs is recorded and broadcast.
     pub async fn run(&mut self, work: Work, schedule: &mut Schedule, stop: &CancellationToken) {
-        let new_revision = if work.check_source { self.check_source().await } else { None };
-        let record = match new_revision {
-            Some(revision) => self.new_revision(revision, schedule, &work, stop).await,
-            None if work.drift => self.full_round(RoundKind::Drift, schedule, &work, stop).await,
-            None if !work.retry.is_empty() || !work.cluster.is_empty() => self.nodes_round(schedule, &work, stop).await,
-            None => None,
+        if work.check_source
+            && let Some(revision) = self.check_source().await
+            && let Some(record) = self.new_revision(revision, schedule, &work, stop).await
+        {
+            let applied = record.kind == RoundKind::Commit;
+            let _ = self.rounds.send(record);
+            if applied {
+                // The whole fleet was just worked on: that covers the rest.
+                schedule.settle(Instant::now());
+                return;
+            }
+        }
+        // No new valid revision: the rest of the work runs on the one in force.
+        let record = if work.drift {
+            self.full_round(RoundKind::Drift, schedule, &work, stop).await
+        } else if !work.retry.is_empty() || !work.cluster.is_empty() {
+            self.nodes_round(schedule, &work, stop).await
+        } else {
+            None
         };
         if let Some(record) = record {
             let _ = self.rounds.send(record);
+        }
+        schedule.settle(Instant::now());
+    }
+
+    /// Runs a Git operation on the source off the async threads, bounded
+    /// by [`GIT_TIMEOUT`] (libgit2 has no timeout of its own here).
+    async fn git<T: Send + 'static>(
+        &self,
+        what: &str,
+        f: impl FnOnce(&Source) -> Result<T, SourceFailure> + Send + 'static,
+    ) -> Result<T, String> {
+        let source = Arc::clone(&self.source);
+        match tokio::time::timeout(GIT_TIMEOUT, tokio::task::spawn_blocking(move || f(&source))).await {
+            Ok(Ok(result)) => result.map_err(|e| e.to_string()),
+            Ok(Err(e)) => Err(format!("{what}: {e}")),
+            Err(_) => Err(format!("{what} took longer than {}s; the next check tries again", GIT_TIMEOUT.as_secs())),
         }
     }
 
     /// Fetches without running a round (a follower stays ready for handover).
     pub async fn probe_source(&mut self) {
         let started = Instant::now();
-        let head = tokio::task::block_in_place(|| self.source.head());
+        let head = self.git("reading the source", Source::head).await;
         self.metrics.git_fetch(started.elapsed(), head.is_ok());
         match head {
             Ok(_) => self.ready.store(true, Ordering::Relaxed),
@@ -145,8 +181,7 @@ impl Daemon {
     /// The newest revision when it is new and carries more than status.
     async fn check_source(&mut self) -> Option<String> {
         let started = Instant::now();
-        let source = &self.source;
-        let head = tokio::task::block_in_place(|| source.head());
+        let head = self.git("reading the source", Source::head).await;
         self.metrics.git_fetch(started.elapsed(), head.is_ok());
         let head = match head {
             Ok(head) => head,
@@ -165,7 +200,10 @@ impl Daemon {
         // status files) never trigger a round.
         let status_path = self.applied.as_ref().map(|a| a.desired.fleet.status_path.clone());
         if let Some(path) = status_path {
-            match tokio::task::block_in_place(|| self.source.only_status_changes(&seen, &head, &path)) {
+            let (from, to) = (seen.clone(), head.clone());
+            let compared =
+                self.git("comparing revisions", move |source| source.only_status_changes(&from, &to, &path)).await;
+            match compared {
                 Ok(true) => {
                     tracing::debug!(revision = %head, "only status changed; no round");
                     self.seen = Some(head);
@@ -188,17 +226,13 @@ impl Daemon {
         stop: &CancellationToken,
     ) -> Option<RoundRecord> {
         self.seen = Some(revision.clone());
+        self.attempted = Some(revision.clone());
         let started = Instant::now();
-        let snapshot = match tokio::task::block_in_place(|| self.source.snapshot(&revision)) {
-            Ok(snapshot) => snapshot,
-            Err(e) => {
-                // Not the commit's fault: try again on the next check.
-                tracing::warn!(revision = %revision, error = %e, "cannot read the revision");
-                self.seen = None;
-                return None;
-            }
+        let Some(loaded) = self.load(&revision).await else {
+            // Not the commit's fault: try again on the next check.
+            self.seen = None;
+            return None;
         };
-        let loaded = desired::load(&snapshot, LoadOptions { pull_secret: self.config.pull_secret.as_ref() });
         let Some(desired) = loaded.desired else {
             self.invalid = loaded.diagnostics.iter().filter(|d| d.is_error()).map(ToString::to_string).collect();
             tracing::warn!(revision = %revision, errors = self.invalid.len(), "the revision is invalid; nothing applied, the last applied revision stays in force");
@@ -206,6 +240,14 @@ impl Daemon {
                 tracing::warn!("{line}");
             }
             self.metrics.round_finished("invalid", started.elapsed());
+            if self.applied.is_none() {
+                // A restart on an invalid head: what was applied before it
+                // stays in force (its revision is in the status branch).
+                self.recover_applied().await;
+                if let Some(applied) = &self.applied {
+                    schedule.set_drift_every(applied.desired.fleet.drift_interval, Instant::now());
+                }
+            }
             let applied_at = Instant::now();
             let status_commit = self.write_status(None, false).await;
             return Some(RoundRecord {
@@ -225,6 +267,33 @@ impl Daemon {
         self.applied = Some(Applied { revision, desired: Arc::new(desired) });
         self.metrics.set_applied_revision(self.applied.as_ref().map_or("", |a| a.revision.as_str()));
         self.full_round(RoundKind::Commit, schedule, work, stop).await
+    }
+
+    /// Reads and validates `revision`; `None` when it cannot be read.
+    async fn load(&self, revision: &str) -> Option<Loaded> {
+        let rev = revision.to_owned();
+        match self.git("reading the revision", move |source| source.snapshot(&rev)).await {
+            Ok(snapshot) => {
+                Some(desired::load(&snapshot, LoadOptions { pull_secret: self.config.pull_secret.as_ref() }))
+            }
+            Err(e) => {
+                tracing::warn!(revision = %revision, error = %e, "cannot read the revision");
+                None
+            }
+        }
+    }
+
+    /// After a restart on an invalid head: the last applied revision the
+    /// status branch records, when it can still be read and is valid.
+    async fn recover_applied(&mut self) {
+        let Some(revision) = self.status.last_applied(&FleetSettings::default()).await else { return };
+        let Some(desired) = self.load(&revision).await.and_then(|l| l.desired) else {
+            tracing::warn!(revision = %revision, "the last applied revision cannot be read any more; nothing is in force");
+            return;
+        };
+        tracing::info!(revision = %short(&revision), "the last applied revision stays in force");
+        self.metrics.set_applied_revision(&revision);
+        self.applied = Some(Applied { revision, desired: Arc::new(desired) });
     }
 
     /// Every instance (nodes backing off are left out of drift checks,
@@ -261,7 +330,8 @@ impl Daemon {
     ) -> Option<RoundRecord> {
         let applied = self.applied.as_ref()?;
         let desired = Arc::clone(&applied.desired);
-        let wanted: BTreeSet<&str> = work.retry.iter().chain(&work.cluster).map(String::as_str).collect();
+        let wanted: BTreeSet<&str> =
+            work.retry.iter().chain(work.cluster.iter().flatten()).map(String::as_str).collect();
         let instances: Vec<&Instance> =
             desired.instances.values().filter(|i| wanted.contains(i.address.as_str())).collect();
         let unknown_retry = work.retry.iter().any(|a| !desired.instances.contains_key(a));
@@ -269,9 +339,9 @@ impl Daemon {
         // node, or a Node whose instance is a DNS name. The whole fleet
         // round finds and associates it.
         let unmatched_cluster =
-            !work.cluster.is_empty() && !work.cluster.iter().any(|a| desired.instances.contains_key(a));
+            work.cluster.iter().any(|addresses| !addresses.iter().any(|a| desired.instances.contains_key(a)));
         if unknown_retry || unmatched_cluster {
-            return self.full_round(RoundKind::Drift, schedule, work, stop).await;
+            return self.full_round(RoundKind::Nodes, schedule, work, stop).await;
         }
         Some(self.execute(RoundKind::Nodes, &desired, &instances, false, schedule, work, stop).await)
     }
@@ -305,11 +375,14 @@ impl Daemon {
             stop: stop.clone(),
         };
         let host = SshHost { pool: &self.pool };
+        let secrets = self.status.secrets();
         let report = reconcile::round(self.cluster.as_ref(), &self.pool, &host, desired, instances, &options, |r| {
+            // Node output can quote anything: logged redacted, like status.
+            let line = redact(&crate::engine::report::node_line(r), secrets);
             if r.has_changes() || r.failed() {
-                tracing::info!("{}", crate::engine::report::node_line(r));
+                tracing::info!("{line}");
             } else {
-                tracing::debug!("{}", crate::engine::report::node_line(r));
+                tracing::debug!("{line}");
             }
         })
         .await;
@@ -380,18 +453,23 @@ impl Daemon {
                 schedule.node_done(&reboot.address, outcome, now);
             }
         }
-        let addresses: BTreeSet<&str> =
-            self.applied.iter().flat_map(|a| a.desired.instances.keys()).map(String::as_str).collect();
+        // Machine-backed nodes are not listed instances but keep their back-off.
+        let addresses: BTreeSet<&str> = self
+            .applied
+            .iter()
+            .flat_map(|a| a.desired.instances.keys())
+            .chain(report.nodes.iter().map(|n| &n.address))
+            .map(String::as_str)
+            .collect();
         schedule.retain(|a| addresses.contains(a));
         (changed, failed)
     }
 
     /// Writes the status files for this round; the commit, when they changed.
     async fn write_status(&mut self, report: Option<&RoundReport>, drift_check: bool) -> Option<String> {
-        let applied = self.applied.as_ref().map(|a| (a.revision.as_str(), a.desired.as_ref()));
-        let attempted = self.seen.as_deref().unwrap_or_default();
-        let published =
-            tokio::task::block_in_place(|| self.status.write(attempted, applied, &self.invalid, report, drift_check));
+        let applied = self.applied.as_ref().map(|a| (a.revision.clone(), Arc::clone(&a.desired)));
+        let attempted = self.attempted.clone().unwrap_or_default();
+        let published = self.status.write(&attempted, applied, &self.invalid, report, drift_check).await;
         if let Some(counts) = self.status.phase_counts() {
             self.metrics.set_nodes_by_phase(&counts);
         }

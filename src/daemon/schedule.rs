@@ -30,8 +30,8 @@ pub struct Work {
     pub drift: bool,
     /// Re-run these instances (their back-off expired).
     pub retry: BTreeSet<String>,
-    /// Addresses of Nodes or Machines that appeared in the cluster.
-    pub cluster: BTreeSet<String>,
+    /// Nodes or Machines that appeared in the cluster: the addresses of each.
+    pub cluster: BTreeSet<Vec<String>>,
     /// The earliest webhook delivery merged into this work.
     pub webhook_received: Option<Instant>,
 }
@@ -49,7 +49,9 @@ impl Work {
                 self.webhook_received = Some(self.webhook_received.map_or(received, |r| r.min(received)));
             }
             Trigger::Drift => self.drift = true,
-            Trigger::ClusterChange { addresses } => self.cluster.extend(addresses),
+            Trigger::ClusterChange { addresses } => {
+                self.cluster.insert(addresses);
+            }
         }
     }
 }
@@ -70,6 +72,8 @@ pub enum NodeOutcome {
 struct Backoff {
     failures: u32,
     until: Instant,
+    /// Handed to a round whose outcome for it is not known yet.
+    in_flight: bool,
 }
 
 /// The daemon's timers, pending work and per-node back-off.
@@ -91,12 +95,12 @@ impl Schedule {
             poll_every,
             drift_every,
             next_poll: now,
-            next_drift: now + drift_every,
+            next_drift: later(now, drift_every),
             pending: Work { check_source: true, ..Work::default() },
             backoff: BTreeMap::new(),
             rng: fastrand::Rng::with_seed(seed),
         };
-        schedule.next_poll = now + schedule.jittered(poll_every, 0.05);
+        schedule.next_poll = later(now, schedule.jittered(poll_every, 0.05));
         schedule
     }
 
@@ -109,7 +113,7 @@ impl Schedule {
     pub fn set_drift_every(&mut self, drift_every: Duration, now: Instant) {
         if drift_every != self.drift_every {
             self.drift_every = drift_every;
-            self.next_drift = self.next_drift.min(now + drift_every);
+            self.next_drift = self.next_drift.min(later(now, drift_every));
         }
     }
 
@@ -118,7 +122,7 @@ impl Schedule {
         if !self.pending.is_empty() {
             return now;
         }
-        let retry = self.backoff.values().map(|b| b.until).min();
+        let retry = self.backoff.values().filter(|b| !b.in_flight).map(|b| b.until).min();
         [Some(self.next_poll), Some(self.next_drift), retry].into_iter().flatten().min().unwrap_or(now)
     }
 
@@ -126,35 +130,40 @@ impl Schedule {
     pub fn take(&mut self, now: Instant) -> Option<Work> {
         if now >= self.next_poll {
             self.pending.check_source = true;
-            self.next_poll = now + self.jittered(self.poll_every, 0.05);
+            self.next_poll = later(now, self.jittered(self.poll_every, 0.05));
         }
         if now >= self.next_drift {
             self.pending.drift = true;
             // Pushed again when the round ends; this keeps a slow round
             // from being re-triggered by its own timer.
-            self.next_drift = now + self.drift_every;
+            self.next_drift = later(now, self.drift_every);
         }
-        for (address, backoff) in &self.backoff {
-            if now >= backoff.until {
+        for (address, backoff) in &mut self.backoff {
+            if now >= backoff.until && !backoff.in_flight {
+                // Until the round reports on it (see `settle`).
+                backoff.in_flight = true;
                 self.pending.retry.insert(address.clone());
             }
         }
         if self.pending.is_empty() {
             return None;
         }
-        // Retried nodes wait for their round's outcome to set a new back-off.
-        for address in &self.pending.retry {
-            if let Some(b) = self.backoff.get_mut(address) {
-                b.until = now + BACKOFF_CAP * 10;
-            }
-        }
         Some(std::mem::take(&mut self.pending))
+    }
+
+    /// After a round: retries it did not report on (it stopped, the new
+    /// head was invalid, a follower took the work) are due again soon.
+    pub fn settle(&mut self, now: Instant) {
+        for backoff in self.backoff.values_mut().filter(|b| b.in_flight) {
+            backoff.in_flight = false;
+            backoff.until = later(now, BACKOFF_BASE);
+        }
     }
 
     /// A round observed every node: the next drift check is a whole
     /// interval away.
     pub fn observed_all(&mut self, now: Instant) {
-        self.next_drift = now + self.drift_every;
+        self.next_drift = later(now, self.drift_every);
     }
 
     /// A new revision: every node gets a fresh start.
@@ -164,7 +173,7 @@ impl Schedule {
 
     /// Whether a node is waiting out its back-off (left out of drift rounds).
     pub fn backing_off(&self, address: &str, now: Instant) -> bool {
-        self.backoff.get(address).is_some_and(|b| now < b.until)
+        self.backoff.get(address).is_some_and(|b| b.in_flight || now < b.until)
     }
 
     /// Records how a node's round ended; returns the delay before its retry.
@@ -183,11 +192,12 @@ impl Schedule {
                 let exponent = failures.saturating_sub(1).min(16);
                 let delay = BACKOFF_BASE.saturating_mul(1 << exponent).min(BACKOFF_CAP);
                 let delay = self.jittered(delay, 0.2);
-                self.backoff.insert(address.to_owned(), Backoff { failures, until: now + delay });
+                self.backoff
+                    .insert(address.to_owned(), Backoff { failures, until: later(now, delay), in_flight: false });
                 return Some(delay);
             }
         };
-        self.backoff.insert(address.to_owned(), Backoff { failures: 0, until: now + delay });
+        self.backoff.insert(address.to_owned(), Backoff { failures: 0, until: later(now, delay), in_flight: false });
         Some(delay)
     }
 
@@ -199,8 +209,13 @@ impl Schedule {
     /// `base` scaled by a random factor in `1 ± spread`.
     fn jittered(&mut self, base: Duration, spread: f64) -> Duration {
         let factor = 1.0 + spread * (self.rng.f64() * 2.0 - 1.0);
-        base.mul_f64(factor)
+        Duration::try_from_secs_f64(base.as_secs_f64() * factor).unwrap_or(base)
     }
+}
+
+/// `now + delay`, saturating (a drift interval of centuries must not panic).
+fn later(now: Instant, delay: Duration) -> Instant {
+    now.checked_add(delay).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
 }
 
 #[cfg(test)]
@@ -238,7 +253,7 @@ mod tests {
         let work = s.take(later).unwrap_or_default();
         assert!(work.check_source);
         assert_eq!(work.webhook_received, Some(later), "the earliest delivery is kept");
-        assert_eq!(work.cluster, BTreeSet::from(["10.0.0.1".to_owned()]));
+        assert_eq!(work.cluster, BTreeSet::from([vec!["10.0.0.1".to_owned()]]));
         assert_eq!(s.take(later), None, "exactly one round");
     }
 
@@ -291,6 +306,20 @@ mod tests {
         assert_eq!(work.retry, BTreeSet::from(["10.0.0.2".to_owned()]));
         assert!(!work.check_source && !work.drift);
         assert_eq!(s.take(now + delay), None, "not retried twice before its outcome is known");
+        assert!(s.backing_off("10.0.0.2", now + delay), "left out of drift rounds meanwhile");
+        // The round ended without a word on it (say the new head was invalid): due again soon.
+        s.settle(now + delay);
+        let again = s.take(now + delay + BACKOFF_BASE).unwrap_or_default();
+        assert_eq!(again.retry, BTreeSet::from(["10.0.0.2".to_owned()]));
+    }
+
+    #[test]
+    fn an_absurd_interval_saturates_instead_of_panicking() {
+        let now = Instant::now();
+        let mut s = Schedule::new(now, Duration::MAX, Duration::MAX, 5);
+        s.set_drift_every(Duration::from_secs(u64::MAX / 2), now);
+        assert_eq!(s.take(now).map(|w| w.check_source), Some(true));
+        assert!(s.next_wake(now) > now);
     }
 
     #[test]

@@ -48,11 +48,13 @@ impl CheckoutSource {
         super::read_commit(&repo, id)
     }
 
-    /// What to watch for changes: for a link, its parent directory (where
-    /// the flip happens); for a plain checkout, its Git directory (HEAD)
+    /// What to watch for changes: for a link (or a path that does not exist
+    /// yet), its parent directory (where the flip happens); for a plain checkout, its Git directory (HEAD)
     /// and, for a worktree, the common one (refs).
     pub fn watch_paths(&self) -> Vec<PathBuf> {
-        let is_link = fs::symlink_metadata(&self.path).is_ok_and(|meta| meta.file_type().is_symlink());
+        // A link git-sync has not made yet (the sidecar starts alongside)
+        // is watched through its directory like a link that exists.
+        let is_link = fs::symlink_metadata(&self.path).map_or(true, |meta| meta.file_type().is_symlink());
         if is_link {
             let parent = self.path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
             return vec![parent.to_owned()];
