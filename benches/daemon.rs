@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use fleet::TestFleet;
 use hmac::{KeyInit, Mac};
-use remote::{Remote, git};
+use remote::{GitSync, Remote, git};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::broadcast;
 use tokio::time::Instant;
@@ -158,48 +158,6 @@ async fn webhook_latency(fleet: &TestFleet, pushes: usize) -> Vec<Duration> {
     handle.shutdown.cancel();
     handle.task.await.unwrap().unwrap();
     samples
-}
-
-/// A git-sync style checkout: `root/current` → `root/.worktrees/<sha>`.
-struct GitSync {
-    root: std::path::PathBuf,
-    repo: std::path::PathBuf,
-}
-
-impl GitSync {
-    fn new(dir: &Path, files: &[(&'static str, String)]) -> Self {
-        let repo = dir.join("upstream");
-        std::fs::create_dir_all(&repo).unwrap();
-        git(&repo, &["init", "-q", "-b", "main"]);
-        let sync = Self { root: dir.join("git"), repo };
-        std::fs::create_dir_all(sync.root.join(".worktrees")).unwrap();
-        git(&sync.root, &["init", "-q"]);
-        sync.publish(files);
-        sync
-    }
-
-    /// Commits upstream, fetches into the root, adds a worktree and flips
-    /// the link (rename over it); the new revision.
-    fn publish(&self, files: &[(&'static str, String)]) -> String {
-        for (rel, content) in files {
-            std::fs::write(self.repo.join(rel), content).unwrap();
-        }
-        git(&self.repo, &["add", "-A"]);
-        git(&self.repo, &["commit", "-q", "--allow-empty", "-m", "change"]);
-        let sha = git(&self.repo, &["rev-parse", "HEAD"]);
-        git(&self.root, &["fetch", "-q", self.repo.to_str().unwrap(), "main"]);
-        let worktree = self.root.join(".worktrees").join(&sha);
-        git(&self.root, &["worktree", "add", "-q", "--detach", worktree.to_str().unwrap(), &sha]);
-        let tmp = self.root.join(".current.tmp");
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(Path::new(".worktrees").join(&sha), &tmp).unwrap();
-        std::fs::rename(&tmp, self.link()).unwrap();
-        sha
-    }
-
-    fn link(&self) -> std::path::PathBuf {
-        self.root.join("current")
-    }
 }
 
 /// File-watch mode: flip the git-sync link, wait for the apply.

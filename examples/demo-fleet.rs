@@ -163,6 +163,13 @@ fn main() {
     print!("{}", git(&bare, &["log", "--format=%h %an%n    %s%n    %(trailers:only,unfold)", "winfleet/status"]));
     println!("== git show winfleet/status:status/summary.yaml");
     print!("{}", git(&bare, &["show", "winfleet/status:status/summary.yaml"]));
+    println!("\n== winfleet status --repo-url file://…/fleet.git");
+    let status =
+        Command::new(&winfleet).args(["status", "--repo-url", &format!("file://{}", bare.display())]).status().unwrap();
+    println!(
+        "(exit code {}: 0 = all Ready, 3 = something is not; here the MachineSets are Unknown, as there is no cluster)",
+        status.code().unwrap_or(-1)
+    );
 }
 
 fn fleet_yaml(user: &str, port: u16) -> String {

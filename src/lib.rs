@@ -24,9 +24,11 @@
 //! - [`dialect`] renders the observe and apply scripts (posix, PowerShell).
 //! - [`ssh`] is the transport: pinned host keys, timeouts, retries, a pool.
 //! - [`engine`] runs a round: observe → plan → apply per node, in parallel.
-//!
-//! The cluster side and the daemon's report stage come next; they plug into
-//! the same data.
+//! - [`cluster`] is the Kubernetes side (observe, associate, MachineSets,
+//!   Node metadata, drain, safe reboots); [`reconcile`] runs the whole round.
+//! - [`status`] renders the status files (pure) and publishes them to Git.
+//! - [`daemon`] is `winfleet run`: triggers, schedule, webhook, metrics,
+//!   leader election, one round at a time.
 
 pub mod cluster;
 pub mod daemon;

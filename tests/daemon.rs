@@ -503,3 +503,62 @@ async fn without_any_endpoint_the_timers_still_run() {
     assert_eq!(next(&mut handle.records).await.kind, RoundKind::Drift);
     stop(handle).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_git_sync_link_flip_is_seen_by_the_file_watch_and_applied() {
+    use support::remote::GitSync;
+    let fleet = TestFleet::start(1);
+    let dir = tempfile::tempdir().unwrap();
+    let fleet_yaml = fleet.fleet_yaml();
+    let files = |mirror: &str| {
+        vec![
+            ("fleet.yaml", fleet_yaml.clone()),
+            ("instances.yaml", instances(&fleet)),
+            ("mirrors.yaml", mirrors(mirror)),
+        ]
+    };
+    let sync = GitSync::new(dir.path(), &files("mirror.corp.example/quay"));
+    let config = Config {
+        source: SourceConfig::Checkout { path: sync.link() },
+        cache_dir: dir.path().join("cache"),
+        webhook: None,
+        ..config(&remote(&fleet, ""))
+    };
+    let mut handle = start(&fleet, config).await;
+    assert_eq!(next(&mut handle.records).await.kind, RoundKind::Commit);
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror.corp.example/v2/quay"));
+
+    // git-sync fetches, adds a worktree and flips the link; the poll is an hour away.
+    let flipped = sync.publish(&files("mirror2.corp.example/quay"));
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, flipped.as_str()));
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"));
+    stop(handle).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_windows_node_in_the_cluster_is_reconciled_at_once() {
+    use support::apiserver::{ApiServer, fixtures};
+    use winfleet::cluster::connect::Cluster;
+    let fleet = TestFleet::start(1);
+    let address = fleet.nodes[0].address.clone();
+    let list = format!(
+        "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: t\nspec:\n  instances:\n  - address: {address}\n    labels:\n      example.com/team: payments\n"
+    );
+    let remote = remote(&fleet, "");
+    remote.push(&[("instances.yaml", &list)], &[], "label the instance");
+    let api = ApiServer::new();
+    let cluster = Some(Cluster { client: api.client(), url: "in-memory".into() });
+    let config = Config { watch_cluster: true, ..config(&remote) };
+    let mut handle = daemon::start(config, cluster, pool(&fleet)).await.unwrap();
+    let record = next(&mut handle.records).await;
+    assert_eq!(record.kind, RoundKind::Commit, "the instance has no Node yet");
+
+    // The instance joins the cluster: its Node appears and gets its labels without a commit.
+    api.seed(fixtures::node("win-new", &[("InternalIP", &address)], true, &[]));
+    let record = next(&mut handle.records).await;
+    assert_eq!(record.kind, RoundKind::Nodes);
+    let node = api.get("v1", "Node", None, "win-new").unwrap();
+    assert_eq!(node["metadata"]["labels"]["example.com/team"], "payments", "{node:#}");
+    stop(handle).await;
+}

@@ -97,3 +97,45 @@ impl Remote {
         git(&self.bare, &["rev-list", "--count", &format!("refs/heads/{branch}")]).parse().unwrap()
     }
 }
+
+/// A git-sync style checkout: `root/current` → `root/.worktrees/<sha>`.
+pub struct GitSync {
+    root: PathBuf,
+    repo: PathBuf,
+}
+
+impl GitSync {
+    pub fn new(dir: &Path, files: &[(&'static str, String)]) -> Self {
+        let repo = dir.join("upstream");
+        std::fs::create_dir_all(&repo).unwrap();
+        git(&repo, &["init", "-q", "-b", "main"]);
+        let sync = Self { root: dir.join("git"), repo };
+        std::fs::create_dir_all(sync.root.join(".worktrees")).unwrap();
+        git(&sync.root, &["init", "-q"]);
+        sync.publish(files);
+        sync
+    }
+
+    /// Commits upstream, fetches into the root, adds a worktree and flips
+    /// the link (rename over it); the new revision.
+    pub fn publish(&self, files: &[(&'static str, String)]) -> String {
+        for (rel, content) in files {
+            std::fs::write(self.repo.join(rel), content).unwrap();
+        }
+        git(&self.repo, &["add", "-A"]);
+        git(&self.repo, &["commit", "-q", "--allow-empty", "-m", "change"]);
+        let sha = git(&self.repo, &["rev-parse", "HEAD"]);
+        git(&self.root, &["fetch", "-q", self.repo.to_str().unwrap(), "main"]);
+        let worktree = self.root.join(".worktrees").join(&sha);
+        git(&self.root, &["worktree", "add", "-q", "--detach", worktree.to_str().unwrap(), &sha]);
+        let tmp = self.root.join(".current.tmp");
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(Path::new(".worktrees").join(&sha), &tmp).unwrap();
+        std::fs::rename(&tmp, self.link()).unwrap();
+        sha
+    }
+
+    pub fn link(&self) -> PathBuf {
+        self.root.join("current")
+    }
+}
