@@ -562,3 +562,40 @@ async fn a_new_windows_node_in_the_cluster_is_reconciled_at_once() {
     assert_eq!(node["metadata"]["labels"]["example.com/team"], "payments", "{node:#}");
     stop(handle).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_warn_mode_drift_is_reported_and_never_corrected_even_on_a_retry() {
+    let fleet = TestFleet::start(1);
+    let remote = remote(&fleet, "  drift:\n    interval: 2s\n    mode: warn\n");
+    let mut handle = start(&fleet, config(&remote)).await;
+    assert_eq!(next(&mut handle.records).await.kind, RoundKind::Commit);
+    // The node goes away and drifts meanwhile; the next drift check fails on it.
+    let mut fleet = fleet;
+    fleet.nodes[0].stop();
+    fleet.nodes[0].cut_session();
+    std::fs::remove_file(fleet.nodes[0].path("certs.d/quay.io/hosts.toml")).unwrap();
+    let mut failed = false;
+    for _ in 0..30 {
+        if next(&mut handle.records).await.failed > 0 {
+            failed = true;
+            break;
+        }
+    }
+    assert!(failed, "a drift check failed on the unreachable node");
+    fleet.nodes[0].start();
+    // Its retry (after the back-off) re-checks it: drift found, reported, not corrected.
+    let mut found = None;
+    for _ in 0..60 {
+        let record = next(&mut handle.records).await;
+        if record.nodes > 0 && record.failed == 0 {
+            found = Some(record);
+            break;
+        }
+    }
+    let record = found.expect("the node is re-checked after its back-off");
+    assert_eq!((record.kind, record.changed), (RoundKind::Drift, 1));
+    assert!(hosts_toml(&fleet, 0).is_none(), "warn mode changes nothing");
+    let file = remote.show("winfleet/status", &format!("status/instances/{}.yaml", fleet.nodes[0].address)).unwrap();
+    assert!(file.contains("phase: Drifted") && file.contains("hosts.toml"), "{file}");
+    stop(handle).await;
+}

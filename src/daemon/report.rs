@@ -25,6 +25,9 @@ pub struct StatusWriter {
     auth: GitAuth,
     author_name: String,
     author_email: String,
+    /// The pull secret's credentials, in every form they could leak in.
+    pull_secret: Vec<String>,
+    /// Those and the current git token.
     secrets: Vec<String>,
     /// The status as last rendered, and the (branch, path) it belongs to.
     previous: Option<(String, String, Status)>,
@@ -40,18 +43,27 @@ impl StatusWriter {
                 "no status remote (no --status-repo-url and the checkout has no origin): status is not written to Git"
             );
         }
-        let mut secrets = config.pull_secret.as_ref().map(|s| s.secret_values()).unwrap_or_default();
-        if let Some(token) = config.auth.token_file.as_ref().and_then(|p| std::fs::read_to_string(p).ok()) {
-            secrets.push(token.trim().to_owned());
-        }
-        Self {
+        let pull_secret = config.pull_secret.as_ref().map(|s| s.secret_values()).unwrap_or_default();
+        let mut writer = Self {
             repo_dir: config.cache_dir.join("status.git"),
             url,
             auth: config.auth.clone(),
             author_name: config.author_name.clone(),
             author_email: config.author_email.clone(),
-            secrets,
+            pull_secret,
+            secrets: Vec::new(),
             previous: None,
+        };
+        writer.refresh_secrets();
+        writer
+    }
+
+    /// Re-reads the git token (a rotated Secret's new token is redacted too).
+    pub fn refresh_secrets(&mut self) {
+        self.secrets.clone_from(&self.pull_secret);
+        let token = self.auth.token_file.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
+        if let Some(token) = token.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()) {
+            self.secrets.push(token);
         }
     }
 
@@ -109,6 +121,13 @@ impl StatusWriter {
     pub async fn last_applied(&mut self, fleet: &FleetSettings) -> Option<String> {
         let target = self.target(fleet);
         self.previous(&target).await.summary.last_applied_revision
+    }
+
+    /// The revision last applied to an instance without failure, as the
+    /// status last rendered says.
+    pub fn applied_revision(&self, address: &str) -> Option<&str> {
+        let (_, _, status) = self.previous.as_ref()?;
+        status.instances.get(address)?.applied_revision.as_deref()
     }
 
     /// The strings no log line or status file may contain.

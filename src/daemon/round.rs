@@ -343,7 +343,21 @@ impl Daemon {
         if unknown_retry || unmatched_cluster {
             return self.full_round(RoundKind::Nodes, schedule, work, stop).await;
         }
-        Some(self.execute(RoundKind::Nodes, &desired, &instances, false, schedule, work, stop).await)
+        let revision = applied.revision.clone();
+        let (checks, catch_up): (Vec<&Instance>, Vec<&Instance>) = instances.iter().partition(|i| {
+            desired.fleet.drift_mode == DriftMode::Warn
+                && self.status.applied_revision(&i.address) == Some(revision.as_str())
+        });
+        // In warn mode a node already at the applied revision is only
+        // re-checked (a dry run): its retry must not correct its drift.
+        if !checks.is_empty() {
+            let record = self.execute(RoundKind::Drift, &desired, &checks, false, schedule, work, stop).await;
+            if catch_up.is_empty() {
+                return Some(record);
+            }
+            let _ = self.rounds.send(record);
+        }
+        Some(self.execute(RoundKind::Nodes, &desired, &catch_up, false, schedule, work, stop).await)
     }
 
     /// Runs the reconcile round and everything after it: back-off, metrics,
@@ -375,6 +389,7 @@ impl Daemon {
             stop: stop.clone(),
         };
         let host = SshHost { pool: &self.pool };
+        self.status.refresh_secrets();
         let secrets = self.status.secrets();
         let report = reconcile::round(self.cluster.as_ref(), &self.pool, &host, desired, instances, &options, |r| {
             // Node output can quote anything: logged redacted, like status.
