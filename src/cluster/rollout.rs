@@ -89,6 +89,19 @@ pub enum RebootStage {
     Uncordon,
 }
 
+impl RebootStage {
+    /// The stage in words (`cordon`, `drain`, `reboot`, `wait for the node`, `uncordon`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RebootStage::Cordon => "cordon",
+            RebootStage::Drain => "drain",
+            RebootStage::Reboot => "reboot",
+            RebootStage::WaitBack => "wait for the node",
+            RebootStage::Uncordon => "uncordon",
+        }
+    }
+}
+
 /// How one node's safe reboot ended.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "camelCase", rename_all_fields = "camelCase")]

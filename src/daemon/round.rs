@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::Config;
 use super::metrics::Metrics;
 use super::report::StatusWriter;
-use super::schedule::{NodeOutcome, Schedule, Work};
+use super::schedule::{Schedule, Work, node_outcomes};
 use super::source::{Source, SourceFailure};
 use crate::cluster::connect::Cluster;
 use crate::cluster::rollout::{RebootResult, RebootStage, RolloutOptions};
@@ -26,7 +26,7 @@ use crate::desired::kinds::fleet::DriftMode;
 use crate::desired::model::{Desired, FleetSettings, Instance};
 use crate::desired::{self, LoadOptions, Loaded};
 use crate::engine::host::SshHost;
-use crate::engine::report::{NodeResult, Stage};
+use crate::engine::report::NodeResult;
 use crate::reconcile::report::RoundReport;
 use crate::reconcile::{self, Options};
 use crate::ssh::Pool;
@@ -430,42 +430,23 @@ impl Daemon {
     /// Back-off per node and the metrics of a round; (changed, failed).
     fn after_round(&self, report: &RoundReport, kind: RoundKind, schedule: &mut Schedule) -> (usize, usize) {
         let now = Instant::now();
-        let mut changed = 0;
-        let mut failed = 0;
-        for node in &report.nodes {
-            let outcome = match &node.result {
-                NodeResult::Pending => continue,
-                NodeResult::Failed { stage, .. } => {
-                    self.metrics.ssh_error(match stage {
-                        Stage::Observe => "observe",
-                        Stage::Apply => "apply",
-                    });
-                    NodeOutcome::Transient
-                }
-                NodeResult::Done { .. } if node.failed() => NodeOutcome::Transient,
-                NodeResult::Done { .. } => NodeOutcome::Succeeded,
-            };
-            changed += usize::from(node.has_changes());
-            failed += usize::from(outcome != NodeOutcome::Succeeded);
-            schedule.node_done(&node.address, outcome, now);
+        for (address, outcome) in node_outcomes(report) {
+            schedule.node_done(address, outcome, now);
         }
+        let processed = report.nodes.iter().filter(|n| !matches!(n.result, NodeResult::Pending));
+        let changed = processed.clone().filter(|n| n.has_changes()).count();
+        let failed = processed.filter(|n| n.failed()).count();
         if kind == RoundKind::Drift {
             self.metrics.drift_detected(changed as u64);
         }
+        for node in &report.nodes {
+            if let NodeResult::Failed { stage, .. } = &node.result {
+                self.metrics.ssh_error(stage.name());
+            }
+        }
         for reboot in report.cluster.iter().flat_map(|c| &c.reboots) {
-            let outcome = match &reboot.result {
-                RebootResult::Rebooted { .. } => continue,
-                RebootResult::NotStarted { .. } => NodeOutcome::Waiting,
-                RebootResult::Failed { stage: RebootStage::Drain, .. } => NodeOutcome::Waiting,
-                RebootResult::Failed { stage, .. } => {
-                    if *stage == RebootStage::Reboot {
-                        self.metrics.ssh_error("reboot");
-                    }
-                    NodeOutcome::Transient
-                }
-            };
-            if !reboot.address.is_empty() {
-                schedule.node_done(&reboot.address, outcome, now);
+            if let RebootResult::Failed { stage: RebootStage::Reboot, .. } = &reboot.result {
+                self.metrics.ssh_error("reboot");
             }
         }
         // Machine-backed nodes are not listed instances but keep their back-off.

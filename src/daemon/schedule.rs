@@ -12,6 +12,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::trigger::Trigger;
+use crate::cluster::rollout::{RebootResult, RebootStage};
+use crate::engine::report::NodeResult;
+use crate::reconcile::report::RoundReport;
 
 /// First retry delay after a transient node failure.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(10);
@@ -213,6 +216,35 @@ impl Schedule {
     }
 }
 
+/// How each node of a round ended, for its back-off: its own round (SSH
+/// or an operation failed: transient), then its safe reboot, which decides
+/// when there is one (a blocked drain or a reboot not started: waiting;
+/// any other reboot failure: transient). Nodes not processed are absent.
+pub fn node_outcomes(report: &RoundReport) -> BTreeMap<&str, NodeOutcome> {
+    let mut outcomes = BTreeMap::new();
+    for node in &report.nodes {
+        let outcome = match &node.result {
+            NodeResult::Pending => continue,
+            _ if node.failed() => NodeOutcome::Transient,
+            _ => NodeOutcome::Succeeded,
+        };
+        outcomes.insert(node.address.as_str(), outcome);
+    }
+    for reboot in report.cluster.iter().flat_map(|c| &c.reboots) {
+        let outcome = match &reboot.result {
+            RebootResult::Rebooted { .. } => continue,
+            RebootResult::NotStarted { .. } | RebootResult::Failed { stage: RebootStage::Drain, .. } => {
+                NodeOutcome::Waiting
+            }
+            RebootResult::Failed { .. } => NodeOutcome::Transient,
+        };
+        if !reboot.address.is_empty() {
+            outcomes.insert(reboot.address.as_str(), outcome);
+        }
+    }
+    outcomes
+}
+
 /// `now + delay`, saturating (a drift interval of centuries must not panic).
 fn later(now: Instant, delay: Duration) -> Instant {
     now.checked_add(delay).unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 24 * 3600))
@@ -320,6 +352,45 @@ mod tests {
         s.set_drift_every(Duration::from_secs(u64::MAX / 2), now);
         assert_eq!(s.take(now).map(|w| w.check_source), Some(true));
         assert!(s.next_wake(now) > now);
+    }
+
+    #[test]
+    fn a_nodes_reboot_decides_its_outcome_and_pending_nodes_have_none() {
+        use crate::cluster::rollout::RebootReport;
+        use crate::engine::report::{NodeReport, Stage};
+        use crate::reconcile::report::ClusterReport;
+        let done = |a: &str| NodeReport {
+            result: NodeResult::Done { operations: Vec::new(), in_sync: 1, reboot_required: true },
+            ..NodeReport::new(a)
+        };
+        let reboot = |a: &str, result| RebootReport { node: format!("win-{a}"), address: a.into(), result };
+        let failed = NodeReport {
+            result: NodeResult::Failed { stage: Stage::Observe, reason: "x".into() },
+            ..NodeReport::new("4")
+        };
+        let report = RoundReport {
+            dry_run: false,
+            nodes: vec![done("1"), done("2"), done("3"), failed, NodeReport::new("5"), done("6")],
+            cluster: Some(ClusterReport {
+                reboots: vec![
+                    reboot("1", RebootResult::Failed { stage: RebootStage::Drain, reason: "pdb".into() }),
+                    reboot("2", RebootResult::Failed { stage: RebootStage::WaitBack, reason: "gone".into() }),
+                    reboot("3", RebootResult::NotStarted { reason: String::new() }),
+                    reboot("6", RebootResult::Rebooted { evicted: 0, resumed: false }),
+                    reboot("", RebootResult::NotStarted { reason: "orphan".into() }),
+                ],
+                ..ClusterReport::default()
+            }),
+        };
+        let outcomes = node_outcomes(&report);
+        let expected = BTreeMap::from([
+            ("1", NodeOutcome::Waiting),
+            ("2", NodeOutcome::Transient),
+            ("3", NodeOutcome::Waiting),
+            ("4", NodeOutcome::Transient),
+            ("6", NodeOutcome::Succeeded),
+        ]);
+        assert_eq!(outcomes, expected);
     }
 
     #[test]

@@ -20,6 +20,16 @@ pub enum Stage {
     Apply,
 }
 
+impl Stage {
+    /// The stage in words (`observe`, `apply`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Stage::Observe => "observe",
+            Stage::Apply => "apply",
+        }
+    }
+}
+
 /// One planned operation and, after an apply, its outcome.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -141,13 +151,7 @@ pub fn node_line(report: &NodeReport) -> String {
     let c = report.counts();
     match &report.result {
         NodeResult::Pending => format!("{who}: pending"),
-        NodeResult::Failed { stage, reason } => {
-            let stage = match stage {
-                Stage::Observe => "observe",
-                Stage::Apply => "apply",
-            };
-            format!("{who}: FAILED ({stage}): {reason}")
-        }
+        NodeResult::Failed { stage, reason } => format!("{who}: FAILED ({}): {reason}", stage.name()),
         NodeResult::Done { operations, reboot_required, .. } if operations.is_empty() => {
             let reboot = if *reboot_required { ", reboot required" } else { "" };
             format!("{who}: in sync{reboot}")

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use crate::cluster::apply::{ClusterPlan, WriteReport};
 use crate::cluster::machinesets::MachineSetStep;
-use crate::cluster::rollout::{RebootReport, RebootResult, RebootStage};
+use crate::cluster::rollout::{RebootReport, RebootResult};
 use crate::engine::report::{self as node_report, NodeReport};
 use crate::node::outcome::Outcome;
 use crate::plan::{FORMAT_VERSION, MachineSetAction, MachineSetChange, SettingChange, replicas_text, show_value};
@@ -246,22 +246,12 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
             RebootResult::Rebooted { evicted, resumed: true } => {
                 format!("finished the safe reboot an earlier round started, {evicted} pod(s) evicted")
             }
-            RebootResult::Failed { stage, reason } => format!("FAILED ({}): {reason}", stage_name(*stage)),
+            RebootResult::Failed { stage, reason } => format!("FAILED ({}): {reason}", stage.name()),
             RebootResult::NotStarted { reason } => format!("not started: {reason}"),
         };
         let _ = writeln!(out, "  Reboot {who}: {what}");
     }
     let _ = writeln!(out, "{}", cluster_summary(c, dry_run));
-}
-
-fn stage_name(stage: RebootStage) -> &'static str {
-    match stage {
-        RebootStage::Cordon => "cordon",
-        RebootStage::Drain => "drain",
-        RebootStage::Reboot => "reboot",
-        RebootStage::WaitBack => "wait for the node",
-        RebootStage::Uncordon => "uncordon",
-    }
 }
 
 /// One line about the cluster part.

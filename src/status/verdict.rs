@@ -99,11 +99,11 @@ pub fn instance(node: &NodeReport, ctx: Context<'_>) -> Option<Verdict<InstanceP
     let (operations, reboot_required) = match &node.result {
         NodeResult::Pending => return None,
         NodeResult::Failed { stage, reason } => {
-            let (reason_word, stage) = match stage {
-                Stage::Observe => ("ObserveFailed", "observe"),
-                Stage::Apply => ("ApplyFailed", "apply"),
+            let reason_word = match stage {
+                Stage::Observe => "ObserveFailed",
+                Stage::Apply => "ApplyFailed",
             };
-            let message = format!("{stage} failed: {reason}");
+            let message = format!("{} failed: {reason}", stage.name());
             return Some(Verdict::error(InstancePhase::Failed, reason_word, message, ErrorClass::Transient));
         }
         NodeResult::Done { operations, reboot_required, .. } => (operations, *reboot_required),
@@ -234,18 +234,8 @@ fn rebooted(reboot: &RebootReport) -> Verdict<InstancePhase> {
         RebootResult::Failed { stage, reason } => Verdict::error(
             InstancePhase::Failed,
             "RebootFailed",
-            format!("safe reboot failed ({}): {reason}", stage_word(*stage)),
+            format!("safe reboot failed ({}): {reason}", stage.name()),
             ErrorClass::Transient,
         ),
-    }
-}
-
-fn stage_word(stage: RebootStage) -> &'static str {
-    match stage {
-        RebootStage::Cordon => "cordon",
-        RebootStage::Drain => "drain",
-        RebootStage::Reboot => "reboot",
-        RebootStage::WaitBack => "wait for the node",
-        RebootStage::Uncordon => "uncordon",
     }
 }
