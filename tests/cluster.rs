@@ -384,6 +384,13 @@ fn fleet(api: &ApiServer, n: usize, boot_time: Duration) -> (Vec<Instance>, SimH
     (desired.instances.into_values().collect(), SimHost::new(api, nodes, boot_time))
 }
 
+/// One rollout over every instance, with the test settings.
+async fn roll_all(api: &ApiServer, host: &SimHost, instances: &[Instance]) -> Vec<rollout::RebootReport> {
+    let events = Events::new(api.client());
+    let candidates = candidates(api, instances).await;
+    rollout::rollout(&api.client(), &events, host, candidates, &[], rollout_options(), &CancellationToken::new()).await
+}
+
 async fn candidates<'a>(api: &ApiServer, instances: &'a [Instance]) -> Vec<Candidate<'a>> {
     let facts = observe(&api.client()).await.unwrap();
     instances
@@ -434,17 +441,7 @@ async fn three_nodes_reboot_strictly_one_at_a_time() {
         api.seed(fixtures::pod("kube-system", &format!("ds-{i}"), &format!("win-{i}"), &[], Some("DaemonSet")));
     }
     let start = tokio::time::Instant::now();
-    let events = Events::new(api.client());
-    let reports = rollout::rollout(
-        &api.client(),
-        &events,
-        &host,
-        candidates(&api, &instances).await,
-        &[],
-        rollout_options(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let reports = roll_all(&api, &host, &instances).await;
     let results: Vec<(String, RebootResult)> = reports.into_iter().map(|r| (r.node, r.result)).collect();
     let rebooted = |evicted| RebootResult::Rebooted { evicted, resumed: false };
     assert_eq!(
@@ -504,16 +501,7 @@ async fn a_node_that_never_comes_back_stops_the_rollout() {
     host.never_back.insert("10.2.0.1".into());
     let events = Events::new(api.client());
     let start = tokio::time::Instant::now();
-    let reports = rollout::rollout(
-        &api.client(),
-        &events,
-        &host,
-        candidates(&api, &instances).await,
-        &[],
-        rollout_options(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let reports = roll_all(&api, &host, &instances).await;
     assert!(
         matches!(&reports[0].result, RebootResult::Failed { stage: RebootStage::WaitBack, reason } if reason.contains("did not come back within 600s") && reason.contains("does not answer over SSH")),
         "{reports:?}"
@@ -578,17 +566,7 @@ async fn a_drain_that_times_out_uncordons_and_the_rollout_goes_on() {
     let (instances, host) = fleet(&api, 2, Duration::from_secs(30));
     api.seed(fixtures::pod("apps", "db-0", "win-1", &[("app", "db")], Some("StatefulSet")));
     api.seed(fixtures::pdb("apps", "db", &[("app", "db")], None, Some(json!(0))));
-    let events = Events::new(api.client());
-    let reports = rollout::rollout(
-        &api.client(),
-        &events,
-        &host,
-        candidates(&api, &instances).await,
-        &[],
-        rollout_options(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let reports = roll_all(&api, &host, &instances).await;
     assert!(
         matches!(&reports[0].result, RebootResult::Failed { stage: RebootStage::Drain, reason } if reason.contains("drain timed out after 300s") && reason.contains("apps/db-0") && reason.contains("disruption budget")),
         "{reports:?}"
@@ -611,18 +589,8 @@ async fn a_reboot_interrupted_by_a_crash_is_finished_by_the_next_round() {
         n["metadata"]["annotations"] =
             json!({REBOOTING_ANNOTATION: "boot-0", CORDONED_ANNOTATION: "true", REBOOT_REQUIRED_ANNOTATION: ""});
     });
-    let events = Events::new(api.client());
     let start = tokio::time::Instant::now();
-    let reports = rollout::rollout(
-        &api.client(),
-        &events,
-        &host,
-        candidates(&api, &instances).await,
-        &[],
-        rollout_options(),
-        &CancellationToken::new(),
-    )
-    .await;
+    let reports = roll_all(&api, &host, &instances).await;
     assert_eq!(reports[0].node, "win-2", "the disrupted node is finished first");
     assert_eq!(reports[0].result, RebootResult::Rebooted { evicted: 0, resumed: true });
     assert_eq!(reports[1].result, RebootResult::Rebooted { evicted: 0, resumed: false });
