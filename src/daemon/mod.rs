@@ -7,6 +7,7 @@
 //! follow-up round ([`schedule`]).
 //!
 //! - [`schedule`]: timers, coalescing, per-node back-off (pure).
+//! - [`scope`]: which instances a round without a new commit covers (pure).
 //! - [`round`]: what one unit of work does (a new commit, a drift check,
 //!   a retry) and the record it leaves.
 //! - [`report`]: the status files written back to Git after each round.
@@ -23,6 +24,7 @@ pub mod metrics;
 pub mod report;
 pub mod round;
 pub mod schedule;
+pub mod scope;
 pub mod source;
 pub mod trigger;
 pub mod webhook;

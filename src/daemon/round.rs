@@ -19,6 +19,7 @@ use super::Config;
 use super::metrics::Metrics;
 use super::report::StatusWriter;
 use super::schedule::{Schedule, Work, node_outcomes};
+use super::scope::{self, NodesScope};
 use super::source::{Source, SourceFailure};
 use crate::cluster::connect::Cluster;
 use crate::cluster::rollout::{RebootResult, RebootStage, RolloutOptions};
@@ -305,16 +306,9 @@ impl Daemon {
         work: &Work,
         stop: &CancellationToken,
     ) -> Option<RoundRecord> {
-        let applied = self.applied.as_ref()?;
-        let desired = Arc::clone(&applied.desired);
+        let desired = Arc::clone(&self.applied.as_ref()?.desired);
         let now = Instant::now();
-        let instances: Vec<&Instance> = desired
-            .instances
-            .values()
-            .filter(|i| {
-                kind == RoundKind::Commit || work.retry.contains(&i.address) || !schedule.backing_off(&i.address, now)
-            })
-            .collect();
+        let instances = scope::fleet(&desired, kind == RoundKind::Commit, work, |a| schedule.backing_off(a, now));
         let record = self.execute(kind, &desired, &instances, true, schedule, work, stop).await;
         schedule.observed_all(Instant::now());
         Some(record)
@@ -330,26 +324,12 @@ impl Daemon {
     ) -> Option<RoundRecord> {
         let applied = self.applied.as_ref()?;
         let desired = Arc::clone(&applied.desired);
-        let wanted: BTreeSet<&str> =
-            work.retry.iter().chain(work.cluster.iter().flatten()).map(String::as_str).collect();
-        let instances: Vec<&Instance> =
-            desired.instances.values().filter(|i| wanted.contains(i.address.as_str())).collect();
-        let unknown_retry = work.retry.iter().any(|a| !desired.instances.contains_key(a));
-        // A new Node or Machine with no listed address: a Machine-backed
-        // node, or a Node whose instance is a DNS name. The whole fleet
-        // round finds and associates it.
-        let unmatched_cluster =
-            work.cluster.iter().any(|addresses| !addresses.iter().any(|a| desired.instances.contains_key(a)));
-        if unknown_retry || unmatched_cluster {
-            return self.full_round(RoundKind::Nodes, schedule, work, stop).await;
-        }
         let revision = applied.revision.clone();
-        let (checks, catch_up): (Vec<&Instance>, Vec<&Instance>) = instances.iter().partition(|i| {
-            desired.fleet.drift_mode == DriftMode::Warn
-                && self.status.applied_revision(&i.address) == Some(revision.as_str())
-        });
-        // In warn mode a node already at the applied revision is only
-        // re-checked (a dry run): its retry must not correct its drift.
+        let at_revision = |a: &str| self.status.applied_revision(a) == Some(revision.as_str());
+        let (checks, catch_up) = match scope::nodes(work, &desired, at_revision) {
+            NodesScope::Fleet => return self.full_round(RoundKind::Nodes, schedule, work, stop).await,
+            NodesScope::Nodes { checks, catch_up } => (checks, catch_up),
+        };
         if !checks.is_empty() {
             let record = self.execute(RoundKind::Drift, &desired, &checks, false, schedule, work, stop).await;
             if catch_up.is_empty() {
