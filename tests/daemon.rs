@@ -281,10 +281,13 @@ async fn a_webhook_with_a_bad_signature_is_refused_and_starts_no_round() {
     assert_eq!(post(handle.webhook_addr.unwrap(), &unsigned, body).await, 401);
     let gitlab = [("X-Gitlab-Event", "Push Hook".to_owned()), ("X-Gitlab-Token", "wrong".to_owned())];
     assert_eq!(post(handle.webhook_addr.unwrap(), &gitlab, body).await, 401);
-    // The poll interval is an hour: only a valid notification applies the change.
+    // The poll interval is an hour: only a valid notification applies the change,
+    // and the round that applies it is the valid notification's.
+    let valid_sent = tokio::time::Instant::now();
     assert_eq!(push_hook(&handle).await, 202);
     let record = next(&mut handle.records).await;
     assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, change.as_str()));
+    assert!(record.webhook_received.is_some_and(|r| r >= valid_sent), "no refused request started a round");
     let metrics = handle.metrics.encode();
     assert!(metrics.contains(r#"winfleet_webhook_requests_total{result="unauthorized"} 3"#), "{metrics}");
     assert!(metrics.contains(r#"winfleet_webhook_requests_total{result="accepted"} 1"#), "{metrics}");
@@ -429,8 +432,10 @@ async fn only_the_leader_reconciles_and_the_follower_takes_over_on_shutdown() {
 
     // The leader stops (releasing the Lease); the follower takes over and applies the change.
     stop(a).await;
+    let handover = tokio::time::Instant::now();
     let record = next(&mut b.records).await;
     assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, change.as_str()), "b's first round");
+    assert!(record.applied_at > handover, "the follower ran nothing before the handover");
     assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"));
     let lease = api.get("coordination.k8s.io/v1", "Lease", Some("winfleet"), "winfleet-leader").unwrap();
     assert_eq!(lease["spec"]["holderIdentity"], "b");
