@@ -6,6 +6,7 @@ mod apply;
 mod live;
 mod load;
 pub mod output;
+mod payload;
 mod plan;
 mod render;
 mod run;
@@ -47,6 +48,9 @@ enum Command {
     /// 3 = one is not Ready (progressing, drifted, waiting, failed, conflict, unknown) or the newest
     /// revision is invalid, 1 = error (no repository, no status branch).
     Status(StatusArgs),
+    /// Work with a payload directory (the node files WMCO ships under /payload).
+    #[command(subcommand)]
+    Payload(payload::PayloadCommand),
 }
 
 /// Where the repository is and which revision to read.
@@ -232,6 +236,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Apply(args) => apply::run(&args),
         Command::Run(args) => run::run(&args),
         Command::Status(args) => status::run(&args),
+        Command::Payload(command) => payload::run(&command),
     }
 }
 

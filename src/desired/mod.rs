@@ -13,6 +13,7 @@ pub mod model;
 mod parse;
 pub mod rules;
 pub mod schema;
+pub mod services;
 pub mod yaml;
 
 use std::collections::BTreeMap;

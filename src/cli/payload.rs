@@ -1,0 +1,34 @@
+//! `winfleet payload digest DIR`: the digest to pin in the Fleet's
+//! `spec.payload.digest`, and the manifest it is computed over.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use winfleet::payload::Payload;
+
+use super::output;
+
+/// What to do with a payload directory.
+#[derive(Debug, clap::Subcommand)]
+pub enum PayloadCommand {
+    /// Print the digest of a payload directory (first line, `sha256:<hex>`, the value for the Fleet's
+    /// spec.payload.digest), then the manifest it covers (`<sha256>  <path>` per file). WMCO's
+    /// `.tar.gz` entries are read as the file inside; entries left out are noted on stderr.
+    Digest {
+        /// The payload directory (such as a copy of WMCO's image's /payload).
+        dir: PathBuf,
+    },
+}
+
+pub fn run(command: &PayloadCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        PayloadCommand::Digest { dir } => {
+            let payload = Payload::load(dir)?;
+            for skipped in &payload.skipped {
+                output::error(&format!("note: {} is not part of the payload: {}", skipped.path, skipped.reason));
+            }
+            output::out(&format!("{}\n{}", payload.digest, payload.manifest));
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

@@ -1,0 +1,373 @@
+//! The node lifecycle: what a listed instance needs to become a Windows
+//! worker (the payload files, the cluster material, the services of the
+//! manifest), as a part of its [`NodeSpec`](crate::node::NodeSpec), and the
+//! pure plan from what the node was observed to have.
+//!
+//! - [`LifecycleSpec`]: the desired part, shared by every node of a dialect.
+//!   Offline it holds the version, the directories and the services; the
+//!   payload files join at run time from `--payload-dir`
+//!   ([`LifecycleSpec::with_payload`]) and the generated files from the
+//!   cluster ([`material`]).
+//! - [`facts`]: what the observation script reports about them.
+//! - [`resolve`]: service commands with their variables, and the service
+//!   definition a node should have (a systemd unit, a Windows service).
+//! - [`plan`]: the pure lifecycle plan of one node.
+//! - [`record`]: winfleet's install record on the node.
+//!
+//! Which part of the lifecycle a round may touch depends on the node's
+//! [`Mode`], decided from the cluster (the Node and its version annotation).
+
+pub mod facts;
+pub mod material;
+pub mod plan;
+pub mod record;
+pub mod resolve;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::desired::kinds::instances::Shell;
+use crate::desired::services::{NodeVariable, ServiceDef, ServicesManifest};
+use crate::node::{ManagedFile, node_path};
+use crate::payload::Payload;
+use crate::payload::layout::{WINDOWS_K_DIR, WINDOWS_TEMP_DIR, parents, payload_node_path};
+
+/// WMCO's annotation of the version that fully configured a node
+/// (WMCO-SPEC 4.1); winfleet writes its own desired version there.
+pub const VERSION_ANNOTATION: &str = "windowsmachineconfig.openshift.io/version";
+/// The prefix of every version winfleet writes.
+pub const VERSION_PREFIX: &str = "winfleet-";
+/// The description of every service (WMCO's, so WMCO's cleanup and
+/// winfleet's deconfigure recognise each other's services).
+pub const DESCRIPTION_PREFIX: &str = "OpenShift managed";
+
+/// The directories WMCO creates on Windows nodes besides the payload's
+/// own (`RequiredDirectories` in `pkg/windows/windows.go`, without WICD's):
+/// the services write their logs there and the kubelet reads its static
+/// pod manifests there.
+const WINDOWS_DIRECTORIES: [&str; 12] = [
+    r"C:\k\cni\config",
+    r"C:\var\log\kubelet",
+    r"C:\var\log\csi-proxy",
+    r"C:\var\log\kube-proxy",
+    r"C:\var\log\hybrid-overlay",
+    r"C:\var\log\containerd",
+    r"C:\var\log\windows_exporter",
+    r"C:\k\containerd\registries",
+    r"C:\k\etc\kubernetes\manifests",
+    r"C:\k\tls",
+    WINDOWS_TEMP_DIR,
+    WINDOWS_K_DIR,
+];
+
+/// The lifecycle part of a dialect's node spec.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LifecycleSpec {
+    /// The dialect.
+    pub shell: Shell,
+    /// The desired version ([`version`]).
+    pub version: String,
+    /// The payload digest the repository pins.
+    pub payload_digest: String,
+    /// The services ConfigMap in force (for messages).
+    pub manifest: String,
+    /// Where generated files live: `C:\k`, or the Fleet's payload
+    /// directory on posix nodes (relative = from the SSH user's home).
+    pub kube_dir: String,
+    /// posix: the systemd unit directory.
+    pub units_dir: Option<String>,
+    /// The registries directory, created here when the lifecycle creates
+    /// directories (so the install record holds it).
+    pub registries_dir: Option<String>,
+    /// Payload files (empty until [`Self::with_payload`]).
+    pub files: Vec<NodeFile>,
+    /// Files rendered from the cluster (empty until the cluster is read).
+    pub generated: Vec<GeneratedFile>,
+    /// Directories to create, outermost first.
+    pub directories: Vec<String>,
+    /// The services, in priority order.
+    pub services: Vec<ServiceSpec>,
+}
+
+/// A payload file at its node path.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeFile {
+    /// Path on the node.
+    pub path: String,
+    /// Path in the payload.
+    pub rel: String,
+    /// Lower-case hex SHA-256.
+    pub sha256: String,
+    /// Size in bytes.
+    pub size: u64,
+    /// posix permission bits.
+    pub mode: u32,
+    /// The local file to upload.
+    pub source: PathBuf,
+}
+
+/// A file rendered from cluster material (secret: shown as a hash prefix).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GeneratedFile {
+    /// Path on the node.
+    pub path: String,
+    /// Content.
+    pub file: ManagedFile,
+}
+
+/// One service of the manifest.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServiceSpec {
+    /// Service name.
+    pub name: String,
+    /// Command line with its variable names.
+    pub command: String,
+    /// Variables taken from the Node object.
+    pub node_variables: Vec<NodeVariable>,
+    /// Scripts run before the service starts; those with a variable give
+    /// its value (run during observation: they must not change the node).
+    pub pre_scripts: Vec<crate::desired::services::PreScript>,
+    /// Services it depends on.
+    pub dependencies: Vec<String>,
+    /// Started before the Node exists.
+    pub bootstrap: bool,
+    /// Start order.
+    pub priority: u32,
+}
+
+impl ServiceSpec {
+    /// Whether the service needs the Node (node variables, or pre-scripts
+    /// with node arguments).
+    pub fn needs_node(&self) -> bool {
+        !self.node_variables.is_empty() || self.pre_scripts.iter().any(|p| !p.node_args.is_empty())
+    }
+
+    /// The description it carries on nodes.
+    pub fn description(&self) -> String {
+        format!("{DESCRIPTION_PREFIX} {}", self.name)
+    }
+}
+
+impl From<&ServiceDef> for ServiceSpec {
+    fn from(def: &ServiceDef) -> Self {
+        Self {
+            name: def.name.clone(),
+            command: def.command.clone(),
+            node_variables: def.node_variables.clone(),
+            pre_scripts: def.pre_scripts.clone(),
+            dependencies: def.dependencies.clone(),
+            bootstrap: def.bootstrap,
+            priority: def.priority,
+        }
+    }
+}
+
+/// The desired version: the payload digest and the services manifest,
+/// `winfleet-<12 hex of the payload>-<12 hex of the manifest>`, so the
+/// version annotation says which of the two a node has.
+pub fn version(payload_digest: &str, manifest_digest: &str) -> String {
+    let short =
+        |d: &str| d.trim_start_matches(crate::payload::manifest::DIGEST_PREFIX).chars().take(12).collect::<String>();
+    format!("{VERSION_PREFIX}{}-{}", short(payload_digest), short(manifest_digest))
+}
+
+/// Where the lifecycle's files go, per dialect.
+#[derive(Clone, Copy, Debug)]
+pub struct LifecycleDirs<'a> {
+    /// posix: the Fleet's payload directory.
+    pub posix_payload: &'a str,
+    /// posix: the Fleet's systemd unit directory.
+    pub posix_units: &'a str,
+    /// The registries directory (created on Windows as WMCO does).
+    pub registries: &'a str,
+}
+
+impl LifecycleSpec {
+    /// The offline spec: no payload files, no generated files yet.
+    pub fn new(shell: Shell, payload_digest: &str, manifest: &ServicesManifest, dirs: LifecycleDirs<'_>) -> Self {
+        let (kube_dir, units_dir) = match shell {
+            Shell::Powershell => (WINDOWS_K_DIR.to_owned(), None),
+            Shell::Posix => (dirs.posix_payload.to_owned(), Some(dirs.posix_units.to_owned())),
+        };
+        let mut spec = LifecycleSpec {
+            shell,
+            version: version(payload_digest, &manifest.digest),
+            payload_digest: payload_digest.to_owned(),
+            manifest: manifest.name.clone(),
+            kube_dir,
+            units_dir,
+            registries_dir: Some(dirs.registries.to_owned()).filter(|d| !d.is_empty()),
+            files: Vec::new(),
+            generated: Vec::new(),
+            directories: Vec::new(),
+            services: manifest.services.iter().map(ServiceSpec::from).collect(),
+        };
+        spec.directories = spec.compute_directories();
+        spec
+    }
+
+    /// This spec with the payload's files at their node paths.
+    pub fn with_payload(&self, payload: &Payload, posix_payload: &str) -> LifecycleSpec {
+        let mut spec = self.clone();
+        spec.files = payload
+            .files
+            .iter()
+            .map(|f| NodeFile {
+                path: payload_node_path(self.shell, &f.rel, posix_payload),
+                rel: f.rel.clone(),
+                sha256: f.sha256.clone(),
+                size: f.size,
+                mode: f.mode,
+                source: f.source.clone(),
+            })
+            .collect();
+        spec.directories = spec.compute_directories();
+        spec
+    }
+
+    /// This spec with the files rendered from cluster material.
+    pub fn with_generated(&self, generated: Vec<GeneratedFile>) -> LifecycleSpec {
+        let mut spec = self.clone();
+        spec.generated = generated;
+        spec.directories = spec.compute_directories();
+        spec
+    }
+
+    /// A node path under the kube directory.
+    pub fn kube_path(&self, name: &str) -> String {
+        node_path(self.shell, &self.kube_dir, &[name])
+    }
+
+    /// Every directory the files, units and (on Windows) WMCO's layout
+    /// need, parents before children, without duplicates (case-insensitive
+    /// on Windows).
+    fn compute_directories(&self) -> Vec<String> {
+        let mut wanted: Vec<String> = Vec::new();
+        let mut add_with_parents = |path: &str, include_self: bool| {
+            for dir in parents(self.shell, path) {
+                wanted.push(dir);
+            }
+            if include_self {
+                wanted.push(path.trim_end_matches(['/', '\\']).to_owned());
+            }
+        };
+        add_with_parents(&self.kube_dir, true);
+        if let Some(units) = &self.units_dir {
+            add_with_parents(units, true);
+        }
+        if let Some(registries) = &self.registries_dir {
+            add_with_parents(registries, true);
+        }
+        if self.shell == Shell::Powershell {
+            for dir in WINDOWS_DIRECTORIES {
+                add_with_parents(dir, true);
+            }
+        }
+        for path in self.files.iter().map(|f| &f.path).chain(self.generated.iter().map(|g| &g.path)) {
+            add_with_parents(path, false);
+        }
+        let key = |d: &str| match self.shell {
+            Shell::Powershell => d.to_lowercase(),
+            Shell::Posix => d.to_owned(),
+        };
+        let mut seen = BTreeSet::new();
+        let mut out: Vec<String> = wanted.into_iter().filter(|d| !d.is_empty() && seen.insert(key(d))).collect();
+        // Parents before children: fewer separators first, stable otherwise.
+        out.sort_by_key(|d| d.matches(['/', '\\']).count());
+        out
+    }
+
+    /// The services in scope for a node in `mode` with or without its Node.
+    pub fn services_in_scope(&self, mode: Mode, has_node: bool) -> Vec<&ServiceSpec> {
+        self.services
+            .iter()
+            .filter(|s| match mode {
+                Mode::Prepare => !s.needs_node(),
+                Mode::Join => s.bootstrap || has_node,
+                Mode::Maintain => true,
+                Mode::UpgradePending => false,
+            })
+            .collect()
+    }
+}
+
+/// What a round may do with a node's lifecycle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Mode {
+    /// No cluster (SSH-only): payload files and service definitions only;
+    /// nothing is started and no generated file is written.
+    Prepare,
+    /// Configure: no Node yet, or a Node without winfleet's version (a
+    /// fresh host, or one WMCO configured).
+    Join,
+    /// The Node carries the desired version: drift is repaired.
+    Maintain,
+    /// The Node carries an older winfleet version: the lifecycle is left
+    /// for the upgrade rollout.
+    UpgradePending,
+}
+
+/// The mode of a node from its Node's version annotation (`None` when no
+/// Node is associated) and whether a cluster is configured.
+pub fn mode(spec: &LifecycleSpec, cluster: bool, node_version: Option<Option<&str>>) -> Mode {
+    match (cluster, node_version) {
+        (false, _) => Mode::Prepare,
+        (true, None | Some(None)) => Mode::Join,
+        (true, Some(Some(v))) if v == spec.version => Mode::Maintain,
+        (true, Some(Some(v))) if v.starts_with(VERSION_PREFIX) => Mode::UpgradePending,
+        (true, Some(Some(_))) => Mode::Join,
+    }
+}
+
+/// A shared lifecycle spec.
+pub type SharedLifecycle = Arc<LifecycleSpec>;
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    //! Specs for the lifecycle's unit tests.
+
+    use super::*;
+    use crate::desired::services::{NodeJsonPath, PreScript};
+
+    /// A posix spec with a bootstrap kubelet (a NODE_IP pre-script) and a
+    /// hybrid-overlay-node that needs the Node.
+    pub fn posix_spec() -> LifecycleSpec {
+        let manifest = ServicesManifest {
+            name: "windows-services-test".into(),
+            origin: "services.yaml".into(),
+            services: vec![
+                ServiceDef {
+                    name: "kubelet".into(),
+                    command: "payload/kube-node/kubelet --node-ip=NODE_IP --config=payload/kubelet.conf".into(),
+                    node_variables: vec![],
+                    pre_scripts: vec![PreScript {
+                        variable: Some("NODE_IP".into()),
+                        path: "hostname -i".into(),
+                        node_args: vec![],
+                    }],
+                    dependencies: vec![],
+                    bootstrap: true,
+                    priority: 1,
+                },
+                ServiceDef {
+                    name: "hybrid-overlay-node".into(),
+                    command: "payload/hon --node NODE_NAME".into(),
+                    node_variables: vec![NodeVariable {
+                        name: "NODE_NAME".into(),
+                        path: NodeJsonPath::parse("{.metadata.name}").unwrap_or_else(|e| panic!("{e}")),
+                    }],
+                    pre_scripts: vec![],
+                    dependencies: vec!["kubelet".into()],
+                    bootstrap: false,
+                    priority: 2,
+                },
+            ],
+            digest: "ab".repeat(32),
+            canonical: String::new(),
+        };
+        let dirs = LifecycleDirs { posix_payload: "payload", posix_units: "units", registries: "certs.d" };
+        LifecycleSpec::new(Shell::Posix, &format!("sha256:{}", "cd".repeat(32)), &manifest, dirs)
+    }
+}
