@@ -84,6 +84,8 @@ fn config(source: SourceConfig, cache: &Path, webhook: bool) -> Config {
         leader_election: None,
         watch_cluster: false,
         seed: 1,
+        payload_dir: None,
+        join: Default::default(),
     }
 }
 

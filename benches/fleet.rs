@@ -88,6 +88,7 @@ async fn winfleet_round(pool: &Pool, desired: &Desired) -> (Duration, report::Co
         &desired.instances.values().collect::<Vec<_>>(),
         options,
         &CancellationToken::new(),
+        &Default::default(),
         |_| {},
     )
     .await;

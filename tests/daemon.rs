@@ -71,6 +71,8 @@ fn config(remote: &Remote) -> Config {
         leader_election: None,
         watch_cluster: false,
         seed: 42,
+        payload_dir: None,
+        join: Default::default(),
     }
 }
 

@@ -28,6 +28,7 @@ fn spec(shell: Shell, dir: &str) -> NodeSpec {
         environment: [("HTTP_PROXY".to_owned(), "http://proxy:3128".to_owned())].into(),
         environment_dir: (shell == Shell::Posix).then(|| "/etc/systemd/system.conf.d".to_owned()),
         services: OBSERVED_SERVICES.map(str::to_owned).to_vec(),
+        lifecycle: None,
     }
 }
 
@@ -45,6 +46,7 @@ fn facts(spec: &NodeSpec) -> NodeFacts {
         environment: BTreeMap::from([("NO_PROXY".to_owned(), ".svc".to_owned())]),
         reboot_pending: false,
         services: BTreeMap::new(),
+        lifecycle: Default::default(),
     }
 }
 
@@ -61,7 +63,7 @@ fn scripts_match_their_golden_files() {
         assert_eq!(changes.len(), 4, "write, remove, set, unset");
         let (observe, apply) = match shell {
             Shell::Powershell => (powershell::observe_script(&spec), powershell::apply_script(&spec, &changes)),
-            Shell::Posix => (dialect::observe(&spec).input, dialect::apply(&spec, &facts, &changes).input),
+            Shell::Posix => (dialect::observe(&spec, None).input, dialect::apply(&spec, &facts, &changes, &[]).input),
         };
         for (kind, text) in [("observe", observe), ("apply", apply)] {
             let path = support::fixture(&format!("dialect/{name}-{kind}.{ext}"));
@@ -76,7 +78,7 @@ fn scripts_match_their_golden_files() {
 #[test]
 fn powershell_travels_as_one_line_that_decodes_to_the_script() {
     let spec = spec(Shell::Powershell, r"C:\k\containerd\registries");
-    let script = dialect::observe(&spec);
+    let script = dialect::observe(&spec, None);
     assert_eq!(script.command, "powershell.exe -NoLogo -NoProfile -NonInteractive -Command -");
     assert_eq!(script.input.matches('\n').count(), 1, "one line: -Command - runs its input line by line");
     let b64 = script.input.split('\'').nth(1).unwrap();
@@ -92,7 +94,7 @@ fn no_repository_value_appears_in_clear() {
         let changes = plan_node(&spec, &facts);
         let texts = match shell {
             Shell::Powershell => [powershell::observe_script(&spec), powershell::apply_script(&spec, &changes)],
-            Shell::Posix => [dialect::observe(&spec).input, dialect::apply(&spec, &facts, &changes).input],
+            Shell::Posix => [dialect::observe(&spec, None).input, dialect::apply(&spec, &facts, &changes, &[]).input],
         };
         for text in texts {
             for value in ["REGDIR-SENTINEL", "quay.io", "r.local_5000_", "http://proxy:3128", "quoted", "old.io"] {

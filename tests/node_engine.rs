@@ -366,6 +366,7 @@ fn the_posix_dialect_carries_any_bytes_exactly() {
         environment: [("NO_PROXY".to_owned(), HOSTILE.to_owned())].into(),
         environment_dir: Some("env $(touch PWNED11)".to_owned()),
         services: vec!["containerd".into()],
+        lifecycle: None,
     };
     let instance = Instance {
         address: node.address.clone(),
@@ -384,13 +385,13 @@ fn the_posix_dialect_carries_any_bytes_exactly() {
         winfleet::ssh::KnownHosts::load(&fleet.known_hosts, false).unwrap(),
         Default::default(),
     );
-    let first = runtime.block_on(winfleet::engine::node(&pool, &instance, false));
+    let first = runtime.block_on(winfleet::engine::node(&pool, &instance, false, &Default::default()));
     assert_eq!(first.counts().applied, 6, "{first:?}");
     for name in names {
         let file = node.path(&format!("{weird_dir}/{name}/hosts.toml"));
         assert_eq!(fs::read(&file).unwrap(), spec.registries[name].content().as_bytes(), "{name:?}");
     }
-    let second = runtime.block_on(winfleet::engine::node(&pool, &instance, false));
+    let second = runtime.block_on(winfleet::engine::node(&pool, &instance, false, &Default::default()));
     let winfleet::engine::report::NodeResult::Done { operations, .. } = &second.result else { panic!("{second:?}") };
     assert!(operations.is_empty(), "everything read back equal: {operations:?}");
     assert_no_side_effects(node);

@@ -39,6 +39,8 @@ pub fn round(repo: &Path, rev: Option<&str>, args: &RoundArgs, dry_run: bool) ->
             ..RolloutOptions::default()
         },
         stop: CancellationToken::new(),
+        payload: args.payload(),
+        join: args.join(),
     };
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;

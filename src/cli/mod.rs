@@ -205,6 +205,39 @@ struct RoundArgs {
     /// rollout stops and the node stays cordoned.
     #[arg(long, value_name = "SECS", default_value_t = 900)]
     reboot_timeout: u64,
+    /// The payload directory (the node files WMCO ships in its image under /payload); its digest
+    /// must equal the Fleet's spec.payload.digest for any node to be configured.
+    #[arg(long, value_name = "DIR", env = "WINFLEET_PAYLOAD_DIR")]
+    payload_dir: Option<PathBuf>,
+    /// Seconds a joining node's kubelet has to get its CSR approved and register its Node, and then
+    /// to be Ready once its services run.
+    #[arg(long, value_name = "SECS", default_value_t = 600)]
+    join_timeout: u64,
+}
+
+impl RoundArgs {
+    /// The join settings these flags give.
+    fn join(&self) -> winfleet::cluster::join::JoinOptions {
+        let timeout = std::time::Duration::from_secs(self.join_timeout);
+        winfleet::cluster::join::JoinOptions {
+            register_timeout: timeout,
+            ready_timeout: timeout,
+            ..winfleet::cluster::join::JoinOptions::default()
+        }
+    }
+
+    /// The payload these flags name, read (a failure is carried, not
+    /// fatal: nodes report it, mirrors and proxy still converge).
+    fn payload(&self) -> winfleet::lifecycle::PayloadState {
+        use winfleet::lifecycle::PayloadState;
+        match &self.payload_dir {
+            None => PayloadState::Missing,
+            Some(dir) => match winfleet::payload::Payload::load(dir) {
+                Ok(payload) => PayloadState::Loaded(std::sync::Arc::new(payload)),
+                Err(e) => PayloadState::Failed(e.to_string()),
+            },
+        }
+    }
 }
 
 /// How a round's summary is printed.

@@ -153,6 +153,8 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
         leader_election,
         watch_cluster: !args.no_cluster_watch,
         seed: fastrand::u64(..),
+        payload_dir: args.round.payload_dir.clone(),
+        join: args.round.join(),
     })
 }
 

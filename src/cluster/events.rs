@@ -40,6 +40,16 @@ pub enum Reason {
     Rebooted,
     /// The node did not come back in time; the rollout stopped.
     RebootFailed,
+    /// A listed host's kubelet CSR was approved.
+    CsrApproved,
+    /// A listed host's kubelet CSR breaks the approval rules: left pending.
+    CsrRefused,
+    /// A CSR names a node close to a listed host's name: left pending.
+    CsrNearMatch,
+    /// A listed instance became a Ready worker.
+    NodeJoined,
+    /// Joining a listed instance stopped.
+    JoinFailed,
 }
 
 impl Reason {
@@ -60,6 +70,11 @@ impl Reason {
             Reason::Rebooting => "Rebooting",
             Reason::Rebooted => "Rebooted",
             Reason::RebootFailed => "RebootFailed",
+            Reason::CsrApproved => "CsrApproved",
+            Reason::CsrRefused => "CsrRefused",
+            Reason::CsrNearMatch => "CsrNearMatch",
+            Reason::NodeJoined => "NodeJoined",
+            Reason::JoinFailed => "JoinFailed",
         }
     }
 
@@ -73,6 +88,9 @@ impl Reason {
                 | Reason::DrainBlocked
                 | Reason::DrainFailed
                 | Reason::RebootFailed
+                | Reason::CsrRefused
+                | Reason::CsrNearMatch
+                | Reason::JoinFailed
         )
     }
 }
@@ -84,6 +102,8 @@ pub enum Regarding<'a> {
     Node(&'a str, &'a str),
     /// A MachineSet by name and UID (empty before creation).
     MachineSet(&'a str, &'a str),
+    /// A CertificateSigningRequest by name and UID.
+    Csr(&'a str, &'a str),
 }
 
 impl Regarding<'_> {
@@ -93,6 +113,7 @@ impl Regarding<'_> {
             Regarding::MachineSet(name, uid) => {
                 ("machine.openshift.io/v1beta1", "MachineSet", Some(MACHINE_API_NAMESPACE.to_owned()), name, uid)
             }
+            Regarding::Csr(name, uid) => ("certificates.k8s.io/v1", "CertificateSigningRequest", None, name, uid),
         };
         ObjectReference {
             api_version: Some(api_version.into()),

@@ -14,11 +14,15 @@
 //!   reboot over SSH, wait, uncordon; at most `maxUnavailable` at a time.
 
 pub mod apply;
+pub mod approve;
 pub mod associate;
 pub mod connect;
+pub mod csr;
 pub mod drain;
 pub mod events;
+pub mod join;
 pub mod machinesets;
+pub mod material;
 pub mod metadata;
 pub mod observe;
 pub mod rollout;
@@ -70,6 +74,8 @@ pub struct NodeObs {
     pub annotations: BTreeMap<String, String>,
     /// Taints.
     pub taints: Vec<Taint>,
+    /// The whole object (services' node variables read it).
+    pub object: Value,
 }
 
 impl NodeObs {

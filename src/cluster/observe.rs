@@ -102,6 +102,7 @@ pub fn node_obs(node: &Node) -> NodeObs {
         labels: node.labels().clone(),
         annotations: node.annotations().clone(),
         taints: spec.and_then(|s| s.taints.clone()).unwrap_or_default(),
+        object: serde_json::to_value(node).unwrap_or_default(),
     }
 }
 

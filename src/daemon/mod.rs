@@ -86,6 +86,10 @@ pub struct Config {
     pub watch_cluster: bool,
     /// Seed of the jitter (timers and back-off).
     pub seed: u64,
+    /// The payload directory for the node lifecycle (`--payload-dir`).
+    pub payload_dir: Option<PathBuf>,
+    /// How joins of new nodes run.
+    pub join: crate::cluster::join::JoinOptions,
 }
 
 /// A running daemon.

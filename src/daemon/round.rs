@@ -22,12 +22,15 @@ use super::schedule::{Schedule, Work, node_outcomes};
 use super::scope::{self, NodesScope};
 use super::source::{Source, SourceFailure};
 use crate::cluster::connect::Cluster;
+use crate::cluster::join::JoinOptions;
 use crate::cluster::rollout::{RebootResult, RebootStage, RolloutOptions};
 use crate::desired::kinds::fleet::DriftMode;
 use crate::desired::model::{Desired, FleetSettings, Instance};
 use crate::desired::{self, LoadOptions, Loaded};
 use crate::engine::host::SshHost;
 use crate::engine::report::NodeResult;
+use crate::lifecycle::PayloadState;
+use crate::payload::Payload;
 use crate::reconcile::report::RoundReport;
 use crate::reconcile::{self, Options};
 use crate::ssh::Pool;
@@ -90,6 +93,8 @@ pub struct Daemon {
     /// Its diagnostics when it is invalid.
     invalid: Vec<String>,
     status: StatusWriter,
+    /// The payload last read from `--payload-dir`.
+    payload: Option<Arc<Payload>>,
 }
 
 impl Daemon {
@@ -117,6 +122,7 @@ impl Daemon {
             attempted: None,
             invalid: Vec::new(),
             status,
+            payload: None,
         }
     }
 
@@ -367,6 +373,8 @@ impl Daemon {
                 ..RolloutOptions::default()
             },
             stop: stop.clone(),
+            payload: self.payload_state().await,
+            join: JoinOptions { max_parallel: 0, ..self.config.join },
         };
         let host = SshHost { pool: &self.pool };
         self.status.refresh_secrets();
@@ -404,6 +412,31 @@ impl Daemon {
             webhook_received: work.webhook_received,
             applied_at,
             status_commit,
+        }
+    }
+
+    /// The payload for this round: read once, read again when the
+    /// directory changed (an init container refreshed it).
+    async fn payload_state(&mut self) -> PayloadState {
+        let Some(dir) = self.config.payload_dir.clone() else { return PayloadState::Missing };
+        if let Some(payload) = self.payload.clone() {
+            let check = Arc::clone(&payload);
+            if !tokio::task::spawn_blocking(move || check.is_stale()).await.unwrap_or(true) {
+                return PayloadState::Loaded(payload);
+            }
+        }
+        match tokio::task::spawn_blocking(move || Payload::load(&dir)).await {
+            Ok(Ok(payload)) => {
+                tracing::info!(digest = %payload.digest, files = payload.files.len(), "payload directory read");
+                let payload = Arc::new(payload);
+                self.payload = Some(Arc::clone(&payload));
+                PayloadState::Loaded(payload)
+            }
+            Ok(Err(e)) => {
+                self.payload = None;
+                PayloadState::Failed(e.to_string())
+            }
+            Err(e) => PayloadState::Failed(format!("reading the payload directory stopped: {e}")),
         }
     }
 

@@ -14,6 +14,7 @@
 //! - [`systemd`]: the posix environment drop-in.
 
 pub mod posix;
+pub mod posix_lifecycle;
 pub mod powershell;
 pub mod systemd;
 
@@ -21,9 +22,11 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
 use crate::desired::kinds::instances::Shell;
+use crate::lifecycle::plan::LifecycleChange;
 use crate::node::NodeSpec;
 use crate::node::facts::NodeFacts;
 use crate::node::plan::Change;
+pub use posix_lifecycle::ObserveList;
 
 /// A command to run on a node, with its script on standard input (the
 /// command line stays short and fixed: cmd.exe limits it to 8191 bytes).
@@ -43,20 +46,36 @@ impl std::fmt::Debug for Script {
     }
 }
 
-/// The observation script for a node of `spec`'s dialect.
-pub fn observe(spec: &NodeSpec) -> Script {
+/// The observation script for a node of `spec`'s dialect; with a
+/// lifecycle list, the lifecycle's facts too.
+pub fn observe(spec: &NodeSpec, lifecycle: Option<&ObserveList>) -> Script {
     match spec.shell {
-        Shell::Posix => posix::observe(spec),
-        Shell::Powershell => powershell::observe(spec),
+        Shell::Posix => posix::observe(spec, lifecycle),
+        Shell::Powershell => powershell::observe(spec, lifecycle),
     }
 }
 
-/// The apply script for `changes` (planned from `facts`); change `i`
-/// reports its outcome as `op i`.
-pub fn apply(spec: &NodeSpec, facts: &NodeFacts, changes: &[Change<'_>]) -> Script {
+/// The preparation script of the lifecycle changes (directories, upload
+/// staging), run before the uploads; `None` when nothing needs preparing.
+pub fn prepare(spec: &NodeSpec, lifecycle: &[(usize, &LifecycleChange<'_>)]) -> Option<Script> {
     match spec.shell {
-        Shell::Posix => posix::apply(spec, facts, changes),
-        Shell::Powershell => powershell::apply(spec, changes),
+        Shell::Posix => posix::prepare(spec, lifecycle),
+        Shell::Powershell => powershell::prepare(spec, lifecycle),
+    }
+}
+
+/// The apply script for `changes` (planned from `facts`) and the lifecycle
+/// changes (with their indexes after the others); change `i` reports its
+/// outcome as `op i`.
+pub fn apply(
+    spec: &NodeSpec,
+    facts: &NodeFacts,
+    changes: &[Change<'_>],
+    lifecycle: &[(usize, &LifecycleChange<'_>)],
+) -> Script {
+    match spec.shell {
+        Shell::Posix => posix::apply(spec, facts, changes, lifecycle),
+        Shell::Powershell => powershell::apply(spec, changes, lifecycle),
     }
 }
 

@@ -14,7 +14,9 @@
 
 use std::fmt::Write;
 
+use super::posix_lifecycle::{self, ObserveList};
 use super::{Script, b64, env_indexes};
+use crate::lifecycle::plan::LifecycleChange;
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION, NodeFacts};
 use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
 use crate::node::plan::{Change, is_entry_name};
@@ -36,7 +38,7 @@ const EPILOGUE: &str = "t end\n}\nmain </dev/null\n";
 
 /// Observation: host name, OS, boot id, registry directories with the
 /// SHA-256 of their hosts.toml, the environment drop-in, service states.
-pub fn observe(spec: &NodeSpec) -> Script {
+pub fn observe(spec: &NodeSpec, lifecycle: Option<&ObserveList>) -> Script {
     let env_file = spec.environment_dir.as_deref().map(|dir| format!("{dir}/{ENVIRONMENT_DROP_IN}"));
     // Paths cannot hold a newline (validation), so one decode serves all.
     let mut inputs = format!("{}\n{}\n", spec.registries_dir, env_file.unwrap_or_default());
@@ -81,18 +83,37 @@ if [ -d /run/systemd/system ]; then
 fi
 "#,
     );
+    if let (Some(spec), Some(list)) = (&spec.lifecycle, lifecycle) {
+        s.push_str(&posix_lifecycle::observe(spec, list));
+    }
     s.push_str(EPILOGUE);
     Script { command: COMMAND, input: s }
 }
 
+/// The preparation script of the lifecycle changes (directories and upload
+/// staging), when there is anything to prepare.
+pub fn prepare(spec: &NodeSpec, lifecycle: &[(usize, &LifecycleChange<'_>)]) -> Option<Script> {
+    let body = posix_lifecycle::prepare(spec.lifecycle.as_deref()?, lifecycle)?;
+    let mut s = PRELUDE.to_owned();
+    s.push_str(APPLY_HELPERS);
+    let _ = writeln!(s, "t {OUTCOMES_MARKER} {OUTCOMES_VERSION}");
+    s.push_str(&body);
+    s.push_str(EPILOGUE);
+    Some(Script { command: COMMAND, input: s })
+}
+
 /// Apply: one line per change, each reporting its outcome; the environment
 /// changes are one write of the drop-in, sharing its outcome.
-pub fn apply(spec: &NodeSpec, facts: &NodeFacts, changes: &[Change<'_>]) -> Script {
+pub fn apply(
+    spec: &NodeSpec,
+    facts: &NodeFacts,
+    changes: &[Change<'_>],
+    lifecycle: &[(usize, &LifecycleChange<'_>)],
+) -> Script {
     let mut s = PRELUDE.to_owned();
+    s.push_str(APPLY_HELPERS);
     s.push_str(
-        r#"o() { for j in $idx; do t op "$j" "$@"; done; }
-v() { d "$1"; printf x; }
-w() {
+        r#"w() {
   idx=$1; target=$(v "$2"); target=${target%x}
   dir=${target%/*}; tmp="$dir/.${target##*/}.winfleet-tmp"
   if [ ! -d "$dir" ] && ! err=$(mkdir -p -- "$dir" 2>&1); then o failed "$err"; return; fi
@@ -137,6 +158,13 @@ r() {
             }
         }
     }
+    if let Some(spec) = spec.lifecycle.as_deref().filter(|_| !lifecycle.is_empty()) {
+        s.push_str(&posix_lifecycle::apply(spec, lifecycle));
+    }
     s.push_str(EPILOGUE);
     Script { command: COMMAND, input: s }
 }
+
+const APPLY_HELPERS: &str = r#"o() { for j in $idx; do t op "$j" "$@"; done; }
+v() { d "$1"; printf x; }
+"#;

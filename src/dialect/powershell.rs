@@ -19,7 +19,8 @@
 
 use std::fmt::Write;
 
-use super::{Script, b64};
+use super::{ObserveList, Script, b64};
+use crate::lifecycle::plan::LifecycleChange;
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION};
 use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
 use crate::node::plan::{Change, is_entry_name};
@@ -160,11 +161,16 @@ pub fn wrap(script: &str) -> String {
 }
 
 /// The observation [`Script`].
-pub fn observe(spec: &NodeSpec) -> Script {
+pub fn observe(spec: &NodeSpec, _lifecycle: Option<&ObserveList>) -> Script {
     Script { command: COMMAND, input: wrap(&observe_script(spec)) }
 }
 
+/// The preparation [`Script`] of the lifecycle changes.
+pub fn prepare(_spec: &NodeSpec, _lifecycle: &[(usize, &LifecycleChange<'_>)]) -> Option<Script> {
+    None
+}
+
 /// The apply [`Script`].
-pub fn apply(spec: &NodeSpec, changes: &[Change<'_>]) -> Script {
+pub fn apply(spec: &NodeSpec, changes: &[Change<'_>], _lifecycle: &[(usize, &LifecycleChange<'_>)]) -> Script {
     Script { command: COMMAND, input: wrap(&apply_script(spec, changes)) }
 }

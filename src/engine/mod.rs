@@ -7,6 +7,9 @@
 
 pub mod host;
 pub mod report;
+pub mod steps;
+
+use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use futures::stream::FuturesUnordered;
@@ -14,12 +17,38 @@ use tokio_util::sync::CancellationToken;
 
 use crate::desired::model::Instance;
 use crate::dialect;
+use crate::dialect::ObserveList;
+use crate::lifecycle::Mode;
+use crate::lifecycle::facts::resolve_cached;
+use crate::lifecycle::plan::{self as lifecycle_plan, plan_lifecycle};
 use crate::node::NodeSpec;
 use crate::node::facts::{NodeFacts, parse_facts};
-use crate::node::outcome::parse_outcomes;
 use crate::node::plan::{self, plan_node};
 use crate::ssh::{Output, Pool, Target};
-use report::{NodeReport, NodeResult, OpReport, Stage};
+use report::{LifecycleReport, NodeReport, NodeResult, OpReport, Stage};
+
+/// What the cluster knows of a node, for its lifecycle.
+#[derive(Clone, Debug, Default)]
+pub struct NodeContext {
+    /// The lifecycle mode (default: [`Mode::Prepare`], no cluster).
+    pub mode: Option<Mode>,
+    /// The Node object, when one is associated.
+    pub node: Option<serde_json::Value>,
+    /// Whether running services may be stopped (winfleet cordoned it).
+    pub disrupt: bool,
+}
+
+impl NodeContext {
+    /// The mode in force.
+    pub fn mode(&self) -> Mode {
+        self.mode.unwrap_or(Mode::Prepare)
+    }
+
+    fn plan_context(&self) -> lifecycle_plan::Context<'_> {
+        let mode = self.mode();
+        lifecycle_plan::Context { mode, node: self.node.as_ref(), disrupt: self.disrupt || mode == Mode::Maintain }
+    }
+}
 
 /// How a round runs.
 #[derive(Clone, Copy, Debug)]
@@ -39,8 +68,10 @@ pub async fn round(
     instances: &[&Instance],
     options: RoundOptions,
     stop: &CancellationToken,
+    contexts: &BTreeMap<String, NodeContext>,
     mut on_node: impl FnMut(&NodeReport),
 ) -> Vec<NodeReport> {
+    let none = NodeContext::default();
     let mut reports = Vec::new();
     let mut waiting = instances.iter();
     // A plain loop over FuturesUnordered (not a stream adaptor with a
@@ -50,7 +81,8 @@ pub async fn round(
     loop {
         while running.len() < options.max_parallel.max(1) {
             let Some(instance) = waiting.next() else { break };
-            running.push(node_unless_stopped(pool, instance, options.dry_run, stop));
+            let context = contexts.get(&instance.address).unwrap_or(&none);
+            running.push(node_unless_stopped(pool, instance, options.dry_run, stop, context));
         }
         let Some(report) = running.next().await else { break };
         on_node(&report);
@@ -61,11 +93,17 @@ pub async fn round(
 }
 
 /// [`node`], unless `stop` was cancelled before its turn came.
-async fn node_unless_stopped(pool: &Pool, instance: &Instance, dry_run: bool, stop: &CancellationToken) -> NodeReport {
+async fn node_unless_stopped(
+    pool: &Pool,
+    instance: &Instance,
+    dry_run: bool,
+    stop: &CancellationToken,
+    context: &NodeContext,
+) -> NodeReport {
     if stop.is_cancelled() {
         return NodeReport::new(&instance.address);
     }
-    node(pool, instance, dry_run).await
+    node(pool, instance, dry_run, context).await
 }
 
 /// The SSH target of an instance.
@@ -73,44 +111,61 @@ pub fn target(instance: &Instance) -> Target {
     Target { address: instance.address.clone(), port: instance.port, username: instance.username.clone() }
 }
 
-/// Observe, plan and (unless `dry_run`) apply on one node.
-pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool) -> NodeReport {
+/// Observe, plan and (unless `dry_run`) apply on one node; `context` says
+/// what the cluster knows of it (its lifecycle mode and Node).
+pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool, context: &NodeContext) -> NodeReport {
     let target = target(instance);
     let spec: &NodeSpec = &instance.spec;
     let mut report = NodeReport::new(&instance.address);
-    let facts = match observe(pool, &target, spec).await {
+    let list = spec.lifecycle.as_deref().map(|l| steps::observe_list(l, &pool.known_hashes(&target), context));
+    let mut facts = match observe(pool, &target, spec, list.as_ref()).await {
         Ok(facts) => facts,
         Err(reason) => {
             report.result = NodeResult::Failed { stage: Stage::Observe, reason };
             return report;
         }
     };
+    if spec.lifecycle.is_some() {
+        let mut cache = pool.known_hashes(&target);
+        resolve_cached(&mut facts.lifecycle, &mut cache);
+        pool.remember_hashes(&target, cache);
+    }
     report.hostname = Some(facts.hostname.clone());
     report.os = Some(facts.os.clone());
     report.services = facts.services.iter().map(|(name, state)| (name.clone(), state.to_string())).collect();
     let changes = plan_node(spec, &facts);
+    let lifecycle = spec.lifecycle.as_deref().map(|l| (l, plan_lifecycle(l, &facts.lifecycle, context.plan_context())));
     let reboot_required = plan::reboot_required(&facts, &changes);
-    let in_sync = plan::in_sync(spec, &changes);
+    let mut in_sync = plan::in_sync(spec, &changes);
     let mut operations: Vec<OpReport> =
         changes.iter().map(|c| OpReport { operation: c.operation(spec), outcome: None }).collect();
-    if !dry_run && !changes.is_empty() {
-        let script = dialect::apply(spec, &facts, &changes);
-        match pool.run(&target, &script, false).await {
-            Ok(output) => match parse_outcomes(&output.stdout, changes.len()) {
-                Ok(outcomes) => {
-                    for (op, outcome) in operations.iter_mut().zip(outcomes) {
-                        op.outcome = Some(outcome);
-                    }
+    let no_changes = Vec::new();
+    let lifecycle_changes = lifecycle.as_ref().map_or(&no_changes, |(_, p)| &p.changes);
+    operations.extend(lifecycle_changes.iter().map(|c| OpReport { operation: c.operation(), outcome: None }));
+    if let Some((l, plan)) = &lifecycle {
+        in_sync += plan.in_sync;
+        report.lifecycle = Some(LifecycleReport {
+            mode: context.mode(),
+            version: l.version.clone(),
+            waiting: plan.waiting.clone(),
+            error: plan.error.clone(),
+            uploaded_bytes: 0,
+        });
+    }
+    if !dry_run && !operations.is_empty() {
+        let work =
+            steps::Work { pool, target: &target, spec, facts: &facts, changes: &changes, lifecycle: lifecycle_changes };
+        match steps::apply(&work).await {
+            Ok(applied) => {
+                for (op, outcome) in operations.iter_mut().zip(applied.outcomes) {
+                    op.outcome = Some(outcome);
                 }
-                Err(e) => {
-                    report.result =
-                        NodeResult::Failed { stage: Stage::Apply, reason: explain(&e.to_string(), &output) };
-                    return report;
+                if let Some(l) = report.lifecycle.as_mut() {
+                    l.uploaded_bytes = applied.uploaded;
                 }
-            },
-            Err(e) => {
-                let reason = format!("{e}; the next round re-observes and converges");
-                report.result = NodeResult::Failed { stage: Stage::Apply, reason };
+            }
+            Err((stage, reason)) => {
+                report.result = NodeResult::Failed { stage, reason };
                 return report;
             }
         }
@@ -119,8 +174,13 @@ pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool) -> NodeReport
     report
 }
 
-async fn observe(pool: &Pool, target: &Target, spec: &NodeSpec) -> Result<NodeFacts, String> {
-    let output = pool.run(target, &dialect::observe(spec), true).await.map_err(|e| e.to_string())?;
+async fn observe(
+    pool: &Pool,
+    target: &Target,
+    spec: &NodeSpec,
+    list: Option<&ObserveList>,
+) -> Result<NodeFacts, String> {
+    let output = pool.run(target, &dialect::observe(spec, list), true).await.map_err(|e| e.to_string())?;
     parse_facts(&output.stdout).map_err(|e| explain(&e.to_string(), &output))
 }
 

@@ -7,6 +7,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
+use crate::lifecycle::Mode;
 use crate::node::outcome::Outcome;
 use crate::plan::{FORMAT_VERSION, Operation};
 
@@ -16,6 +17,8 @@ use crate::plan::{FORMAT_VERSION, Operation};
 pub enum Stage {
     /// Connecting or observing.
     Observe,
+    /// Uploading payload files.
+    Upload,
     /// Applying.
     Apply,
 }
@@ -25,6 +28,7 @@ impl Stage {
     pub fn name(self) -> &'static str {
         match self {
             Stage::Observe => "observe",
+            Stage::Upload => "upload",
             Stage::Apply => "apply",
         }
     }
@@ -79,9 +83,30 @@ pub struct NodeReport {
     /// State of each observed service (`running`, `stopped`, `absent`, …).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub services: BTreeMap<String, String>,
+    /// The node lifecycle, when the repository has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lifecycle: Option<LifecycleReport>,
     /// What happened.
     #[serde(flatten)]
     pub result: NodeResult,
+}
+
+/// Where a node's lifecycle stands after its round.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LifecycleReport {
+    /// What the round could do.
+    pub mode: Mode,
+    /// The desired version.
+    pub version: String,
+    /// What waits, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub waiting: Vec<String>,
+    /// Why the lifecycle could not be touched at all.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Bytes uploaded this round.
+    pub uploaded_bytes: u64,
 }
 
 /// Operation counts of one node or a whole round.
@@ -106,13 +131,17 @@ impl NodeReport {
             hostname: None,
             os: None,
             services: BTreeMap::new(),
+            lifecycle: None,
             result: NodeResult::Pending,
         }
     }
 
-    /// Whether the node failed, or any of its operations did.
+    /// Whether the node failed, or any of its operations did, or its
+    /// lifecycle could not be touched.
     pub fn failed(&self) -> bool {
-        self.counts().failed > 0 || !matches!(self.result, NodeResult::Done { .. })
+        self.counts().failed > 0
+            || !matches!(self.result, NodeResult::Done { .. })
+            || self.lifecycle.as_ref().is_some_and(|l| l.error.is_some())
     }
 
     /// Whether the node has (or had, before the apply) anything to change.

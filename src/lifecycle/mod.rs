@@ -32,6 +32,7 @@ use crate::desired::services::{NodeVariable, ServiceDef, ServicesManifest};
 use crate::node::{ManagedFile, node_path};
 use crate::payload::Payload;
 use crate::payload::layout::{WINDOWS_K_DIR, WINDOWS_TEMP_DIR, parents, payload_node_path};
+use material::ClusterMaterial;
 
 /// WMCO's annotation of the version that fully configured a node
 /// (WMCO-SPEC 4.1); winfleet writes its own desired version there.
@@ -88,6 +89,9 @@ pub struct LifecycleSpec {
     pub directories: Vec<String>,
     /// The services, in priority order.
     pub services: Vec<ServiceSpec>,
+    /// Why this round cannot touch the lifecycle (no or another payload,
+    /// unreadable cluster material); `None` when it can.
+    pub blocked: Option<String>,
 }
 
 /// A payload file at its node path.
@@ -202,19 +206,53 @@ impl LifecycleSpec {
             generated: Vec::new(),
             directories: Vec::new(),
             services: manifest.services.iter().map(ServiceSpec::from).collect(),
+            blocked: None,
         };
         spec.directories = spec.compute_directories();
         spec
     }
 
+    /// This spec as a round runs it: the payload's files when `payload` is
+    /// the pinned one, the files rendered from cluster `material` (none in
+    /// SSH-only mode), or blocked with the reason.
+    pub fn at_runtime(
+        &self,
+        payload: &PayloadState,
+        material: Option<&Result<ClusterMaterial, String>>,
+    ) -> LifecycleSpec {
+        let blocked = |reason: String| LifecycleSpec { blocked: Some(reason), ..self.clone() };
+        let payload = match payload {
+            PayloadState::Missing => {
+                return blocked(format!(
+                    "no payload directory (--payload-dir) was given; the repository pins {}",
+                    self.payload_digest
+                ));
+            }
+            PayloadState::Failed(e) => return blocked(e.clone()),
+            PayloadState::Loaded(payload) => payload,
+        };
+        if let Err(e) = payload.check_pin(&self.payload_digest) {
+            return blocked(e.to_string());
+        }
+        let spec = self.with_payload(payload);
+        match material {
+            None => spec,
+            Some(Ok(material)) => {
+                let generated = material::render(&spec, material);
+                spec.with_generated(generated)
+            }
+            Some(Err(e)) => blocked(format!("cannot read the cluster material a node needs to join: {e}")),
+        }
+    }
+
     /// This spec with the payload's files at their node paths.
-    pub fn with_payload(&self, payload: &Payload, posix_payload: &str) -> LifecycleSpec {
+    pub fn with_payload(&self, payload: &Payload) -> LifecycleSpec {
         let mut spec = self.clone();
         spec.files = payload
             .files
             .iter()
             .map(|f| NodeFile {
-                path: payload_node_path(self.shell, &f.rel, posix_payload),
+                path: payload_node_path(self.shell, &f.rel, &self.kube_dir),
                 rel: f.rel.clone(),
                 sha256: f.sha256.clone(),
                 size: f.size,
@@ -290,6 +328,18 @@ impl LifecycleSpec {
             })
             .collect()
     }
+}
+
+/// The payload a round runs with.
+#[derive(Clone, Debug, Default)]
+pub enum PayloadState {
+    /// No `--payload-dir` was given.
+    #[default]
+    Missing,
+    /// Read.
+    Loaded(Arc<Payload>),
+    /// The directory could not be read.
+    Failed(String),
 }
 
 /// What a round may do with a node's lifecycle.

@@ -19,6 +19,7 @@ use super::resolve::{self, same_definition};
 use super::{GeneratedFile, LifecycleSpec, Mode, NodeFile, ServiceSpec};
 use crate::desired::kinds::instances::Shell;
 use crate::node::facts::ServiceState;
+use crate::plan::Operation;
 
 /// What the plan knows about the node besides its facts.
 #[derive(Clone, Copy, Debug)]
@@ -67,6 +68,8 @@ pub enum LifecycleChange<'a> {
         definition: Definition,
         /// posix: the unit file.
         unit: Option<String>,
+        /// The resolved command line.
+        command: String,
         /// Whether the service is new.
         created: bool,
     },
@@ -81,6 +84,38 @@ pub enum LifecycleChange<'a> {
     },
 }
 
+impl LifecycleChange<'_> {
+    /// The change as plans and reports show it (secrets redacted).
+    pub fn operation(&self) -> Operation {
+        match self {
+            LifecycleChange::Stop { service } => Operation::StopService { name: service.name.clone() },
+            LifecycleChange::CreateDir { path } => Operation::CreateDirectory { path: (*path).to_owned() },
+            LifecycleChange::Upload { file, observed } => Operation::UploadFile {
+                path: file.path.clone(),
+                source: file.rel.clone(),
+                size: file.size,
+                created: observed.is_none(),
+            },
+            LifecycleChange::WriteGenerated { file, observed } => Operation::WriteSecret {
+                path: file.path.clone(),
+                created: observed.is_none(),
+                content: file.file.display().to_owned(),
+            },
+            LifecycleChange::Define { service, command, created, .. } => {
+                Operation::DefineService { name: service.name.clone(), created: *created, command: command.clone() }
+            }
+            LifecycleChange::Start { service, why, .. } => {
+                Operation::StartService { name: service.name.clone(), why: why.clone() }
+            }
+        }
+    }
+
+    /// Whether the change runs in the preparation script.
+    pub fn is_preparation(&self) -> bool {
+        matches!(self, LifecycleChange::CreateDir { .. })
+    }
+}
+
 /// The lifecycle plan of one node.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LifecyclePlan<'a> {
@@ -88,6 +123,9 @@ pub struct LifecyclePlan<'a> {
     pub changes: Vec<LifecycleChange<'a>>,
     /// What cannot be done in this round, and why.
     pub waiting: Vec<String>,
+    /// Why nothing of the lifecycle can be done (a payload that is not
+    /// the pinned one, unreadable cluster material): an error.
+    pub error: Option<String>,
     /// Items already as desired.
     pub in_sync: usize,
 }
@@ -95,6 +133,10 @@ pub struct LifecyclePlan<'a> {
 /// Plans the lifecycle of one node.
 pub fn plan_lifecycle<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts, ctx: Context<'_>) -> LifecyclePlan<'a> {
     let mut plan = LifecyclePlan::default();
+    if let Some(reason) = &spec.blocked {
+        plan.error = Some(reason.clone());
+        return plan;
+    }
     if ctx.mode == Mode::UpgradePending {
         plan.waiting.push(format!("the Node runs an older winfleet version; {} waits for its upgrade", spec.version));
         return plan;
@@ -216,7 +258,8 @@ fn services<'a>(
                 service,
                 definition,
                 unit,
-                created: state == ServiceState::Absent,
+                command: command.clone(),
+                created: observed.and_then(|o| o.definition.as_ref()).is_none(),
             });
         } else {
             plan.in_sync += 1;

@@ -26,6 +26,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use crate::dialect::systemd;
+use crate::lifecycle::facts::{self as lifecycle_facts, LifecycleFacts};
 use crate::node::MANAGED_ENVIRONMENT;
 
 /// The start marker of an observation report.
@@ -51,6 +52,8 @@ pub struct NodeFacts {
     pub reboot_pending: bool,
     /// State of each observed service.
     pub services: BTreeMap<String, ServiceState>,
+    /// The lifecycle's facts (empty without a lifecycle).
+    pub lifecycle: LifecycleFacts,
 }
 
 /// The state of a service on a node.
@@ -182,7 +185,11 @@ pub fn parse_facts(output: &[u8]) -> Result<NodeFacts, ReportError> {
                 let state = ServiceState::parse(tokens.next()?);
                 facts.services.insert(name.to_owned(), state);
             }
-            other => return Err(ReportError::Unexpected(other.to_owned())),
+            other => {
+                if !lifecycle_facts::read_token(other, &mut tokens, &mut facts.lifecycle)? {
+                    return Err(ReportError::Unexpected(other.to_owned()));
+                }
+            }
         }
     }
     if let Some(content) = env_file {

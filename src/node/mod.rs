@@ -14,10 +14,12 @@ pub mod plan;
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use sha2::{Digest, Sha256};
 
 use crate::desired::kinds::instances::Shell;
+use crate::lifecycle::LifecycleSpec;
 
 /// The environment variables winfleet manages on every node (WMCO's watched
 /// variables, WMCO-SPEC 2.3): present when desired, removed otherwise.
@@ -42,6 +44,9 @@ pub struct NodeSpec {
     pub environment_dir: Option<String>,
     /// Services whose state is observed (and, later, restarted).
     pub services: Vec<String>,
+    /// The node lifecycle (payload, cluster material, services) when the
+    /// repository has a services manifest; `None` otherwise.
+    pub lifecycle: Option<Arc<LifecycleSpec>>,
 }
 
 impl NodeSpec {
@@ -54,6 +59,7 @@ impl NodeSpec {
             environment: BTreeMap::new(),
             environment_dir: None,
             services: Vec::new(),
+            lifecycle: None,
         }
     }
 

@@ -156,6 +156,7 @@ mod tests {
             environment: [("HTTP_PROXY".to_owned(), "http://p:3128".to_owned())].into(),
             environment_dir: Some("/etc/systemd/system.conf.d".into()),
             services: Vec::new(),
+            lifecycle: None,
         }
     }
 

@@ -106,6 +106,9 @@ fn node_body(group: &super::NodeGroup) -> String {
             Operation::UnsetEnv { name, from } => {
                 let _ = writeln!(body, "➖ environment `{name}`: `{}` → (unset)\n", escape(from));
             }
+            other => {
+                let _ = writeln!(body, "`{}`\n", escape(&other.headline()));
+            }
         }
     }
     body

@@ -148,6 +148,54 @@ pub enum Operation {
         /// Previous value (redacted).
         from: String,
     },
+    /// Create a directory (recorded as winfleet's).
+    CreateDirectory {
+        /// Node path.
+        path: String,
+    },
+    /// Upload a payload file over SFTP.
+    UploadFile {
+        /// Node path.
+        path: String,
+        /// Path in the payload.
+        source: String,
+        /// Size in bytes.
+        size: u64,
+        /// Whether the file is new on the node.
+        created: bool,
+    },
+    /// Write a file rendered from cluster material (secret: only a hash
+    /// prefix is shown).
+    WriteSecret {
+        /// Node path.
+        path: String,
+        /// Whether the file is new on the node.
+        created: bool,
+        /// `<redacted> sha256:<prefix>`.
+        content: String,
+    },
+    /// Create or update a service.
+    DefineService {
+        /// Service name.
+        name: String,
+        /// Whether the service is new.
+        created: bool,
+        /// Its command line, variables resolved (or with their names, in
+        /// an offline plan).
+        command: String,
+    },
+    /// Stop a service before its files or definition change.
+    StopService {
+        /// Service name.
+        name: String,
+    },
+    /// Start (or restart) a service.
+    StartService {
+        /// Service name.
+        name: String,
+        /// Why.
+        why: String,
+    },
 }
 
 impl Operation {
@@ -166,7 +214,29 @@ impl Operation {
                 format!("~ environment {name}: {from} -> {to:?}")
             }
             Operation::UnsetEnv { name, from } => format!("- environment {name}: {from:?} -> (unset)"),
+            Operation::CreateDirectory { path } => format!("+ {path}/ (directory)"),
+            Operation::UploadFile { path, source, size, created } => {
+                format!("{} {path} (upload {source}, {})", if *created { "+" } else { "~" }, bytes(*size))
+            }
+            Operation::WriteSecret { path, created, content } => {
+                format!("{} {path} ({content})", if *created { "+" } else { "~" })
+            }
+            Operation::DefineService { name, created, command } => {
+                format!("{} service {name}: {command}", if *created { "+" } else { "~" })
+            }
+            Operation::StopService { name } => format!("■ stop service {name}"),
+            Operation::StartService { name, why } => format!("▶ start service {name} ({why})"),
         }
+    }
+}
+
+/// A size for people: `812 B`, `3.4 KiB`, `50.0 MiB`.
+pub fn bytes(n: u64) -> String {
+    match n {
+        n if n < 1024 => format!("{n} B"),
+        n if n < 1 << 20 => format!("{:.1} KiB", n as f64 / 1024.0),
+        n if n < 1 << 30 => format!("{:.1} MiB", n as f64 / f64::from(1u32 << 20)),
+        n => format!("{:.1} GiB", n as f64 / f64::from(1u32 << 30)),
     }
 }
 

@@ -17,6 +17,7 @@
 //!
 //! - [`report`]: the round's report and its text and JSON forms.
 
+mod lifecycle;
 pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -26,13 +27,16 @@ use crate::cluster::apply as cluster_apply;
 use crate::cluster::associate::{Association, associate, resolve_all};
 use crate::cluster::connect::Cluster;
 use crate::cluster::events::{Events, Reason, Regarding};
+use crate::cluster::join::{self, JoinOptions};
+use crate::cluster::material;
+use crate::lifecycle::PayloadState;
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::rollout::{self, Candidate, Host, RebootReport, RebootResult, RebootStage, RolloutOptions};
 use crate::cluster::{ClusterFacts, REBOOTING_ANNOTATION, observe};
 use crate::desired::model::{Desired, Instance};
 use crate::engine::report::{NodeReport, NodeResult};
-use crate::engine::{self, RoundOptions};
+use crate::engine::{self, NodeContext, RoundOptions};
 use crate::ssh::Pool;
 use report::{ClusterReport, RoundReport, Unassociated};
 
@@ -50,6 +54,10 @@ pub struct Options {
     /// Cancelled when winfleet stops taking work (shutdown, lost
     /// leadership): no further node or reboot starts, running ones finish.
     pub stop: CancellationToken,
+    /// The payload (`--payload-dir`) for the node lifecycle.
+    pub payload: PayloadState,
+    /// How joins run.
+    pub join: JoinOptions,
 }
 
 /// Runs one round over `instances` of `desired`.
@@ -63,7 +71,9 @@ pub async fn round<H: Host>(
     on_node: impl FnMut(&NodeReport),
 ) -> RoundReport {
     let Some(cluster) = cluster else {
-        let nodes = node_round(pool, instances, options, on_node).await;
+        let owned = lifecycle::runtime_instances(instances, &options.payload, None, None);
+        let all: Vec<&Instance> = owned.iter().collect();
+        let nodes = node_round(pool, &all, options, &BTreeMap::new(), on_node).await;
         return RoundReport { dry_run: options.dry_run, nodes, cluster: None };
     };
     let mut report = ClusterReport { api: cluster.url.clone(), ..ClusterReport::default() };
@@ -84,12 +94,22 @@ pub async fn round<H: Host>(
         (Some(f), true) => machine_instances(desired, f, instances),
         _ => Vec::new(),
     };
+    let lifecycle_on =
+        instances.iter().chain(machines.iter().collect::<Vec<_>>().iter()).any(|i| i.spec.lifecycle.is_some());
+    let material = match (&facts, lifecycle_on) {
+        (Some(_), true) => Some(material::read(&cluster.client).await),
+        _ => None,
+    };
+    if let Some(Err(e)) = &material {
+        report.material_error = Some(e.clone());
+    }
     let no_proxy = facts.as_ref().and_then(|f| f.cluster_no_proxy.as_deref());
-    let owned: Vec<Instance> = instances.iter().copied().chain(&machines).map(|i| with_no_proxy(i, no_proxy)).collect();
+    let listed: Vec<&Instance> = instances.iter().copied().chain(&machines).collect();
+    let owned = lifecycle::runtime_instances(&listed, &options.payload, material.as_ref(), no_proxy);
     let all: Vec<&Instance> = owned.iter().collect();
     let byoh = &all[..instances.len()];
     let Some(facts) = facts else {
-        let nodes = node_round(pool, &all, options, on_node).await;
+        let nodes = node_round(pool, &all, options, &BTreeMap::new(), on_node).await;
         return RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) };
     };
     let resolved = resolve_all(all.iter().map(|i| i.address.as_str())).await;
@@ -123,7 +143,28 @@ pub async fn round<H: Host>(
         let outcomes = cluster_apply::write(&cluster.client, &events, &plan, &facts).await;
         report.set_outcomes(outcomes);
     }
-    let nodes = node_round(pool, &all, options, on_node).await;
+    let contexts = lifecycle::contexts(&all, &facts, &associations);
+    let nodes = node_round(pool, &all, options, &contexts, on_node).await;
+    if lifecycle_on {
+        let hosts = lifecycle::host_names(byoh, &nodes);
+        let (candidates, held) = lifecycle::candidates(&all, &contexts, &nodes, &resolved, byoh.len());
+        if options.dry_run {
+            report.joins = candidates.iter().map(|c| lifecycle::preview(c, &contexts)).chain(held).collect();
+        } else {
+            let shared = join::Shared {
+                client: &cluster.client,
+                events: &events,
+                pool,
+                hosts: &hosts,
+                key_hash: &pool.public_key_hash(),
+                options: JoinOptions { max_parallel: options.max_parallel, ..options.join },
+                stop: &options.stop,
+            };
+            let (joins, csrs) = join::join_all(&shared, candidates).await;
+            report.joins = joins.into_iter().chain(held).collect();
+            report.csrs = csrs;
+        }
+    }
     if !options.dry_run {
         // A rejected plan starts no new reboot, but reboots an earlier round
         // left unfinished are always finished.
@@ -137,18 +178,11 @@ async fn node_round(
     pool: &Pool,
     instances: &[&Instance],
     options: &Options,
+    contexts: &BTreeMap<String, NodeContext>,
     on_node: impl FnMut(&NodeReport),
 ) -> Vec<NodeReport> {
     let node_options = RoundOptions { dry_run: options.dry_run, max_parallel: options.max_parallel };
-    engine::round(pool, instances, node_options, &options.stop, on_node).await
-}
-
-/// The instance with the cluster's no-proxy entries merged into its spec.
-fn with_no_proxy(instance: &Instance, cluster_no_proxy: Option<&str>) -> Instance {
-    match cluster_no_proxy.and_then(|np| instance.spec.with_cluster_no_proxy(np)) {
-        Some(spec) => Instance { spec: Arc::new(spec), ..instance.clone() },
-        None => instance.clone(),
-    }
+    engine::round(pool, instances, node_options, &options.stop, contexts, on_node).await
 }
 
 /// Running Windows Machines with a Node and an InternalIP, as instances

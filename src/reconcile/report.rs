@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use serde::Serialize;
 
 use crate::cluster::apply::{ClusterPlan, WriteReport};
+use crate::cluster::approve::{CsrOutcome, CsrReport};
+use crate::cluster::join::{JoinReport, JoinResult};
 use crate::cluster::machinesets::MachineSetStep;
 use crate::cluster::rollout::{RebootReport, RebootResult};
 use crate::engine::report::{self as node_report, NodeReport};
@@ -48,6 +50,15 @@ pub struct ClusterReport {
     pub rejected: Vec<WriteReport>,
     /// Safe reboots.
     pub reboots: Vec<RebootReport>,
+    /// Why the cluster material for joining nodes could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub material_error: Option<String>,
+    /// Joins of instances being configured (in a dry run, their steps).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub joins: Vec<JoinReport>,
+    /// CSRs of listed hosts: approved, refused, or near matches.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub csrs: Vec<CsrReport>,
 }
 
 /// An instance without a Node.
@@ -141,11 +152,13 @@ impl ClusterReport {
             || self.machine_sets.iter().any(|m| failed(&m.outcome))
             || self.nodes.iter().any(|n| failed(&n.outcome))
             || self.reboots.iter().any(|r| matches!(r.result, RebootResult::Failed { .. }))
+            || self.material_error.is_some()
+            || self.joins.iter().any(|j| matches!(j.result, JoinResult::Failed { .. }))
     }
 
     /// Whether the plan changes anything.
     pub fn has_changes(&self) -> bool {
-        !self.machine_sets.is_empty() || !self.nodes.is_empty()
+        !self.machine_sets.is_empty() || !self.nodes.is_empty() || !self.joins.is_empty()
     }
 }
 
@@ -238,6 +251,29 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
     }
     if !c.rejected.is_empty() {
         let _ = writeln!(out, "  ! the cluster plan was rejected in its dry run: nothing was written to the cluster");
+    }
+    if let Some(e) = &c.material_error {
+        let _ = writeln!(out, "  ! cluster material for joining nodes: {e}");
+    }
+    for csr in &c.csrs {
+        let what = match &csr.outcome {
+            CsrOutcome::Approved { instance, kind } => format!("approved ({kind:?} certificate of {instance})"),
+            CsrOutcome::Refused { instance, reason } => format!("NOT approved for {instance}: {reason}"),
+            CsrOutcome::NearMatch { resembles } => {
+                format!("NOT approved: node name close to, not equal to, the host name of {}", resembles.join(", "))
+            }
+        };
+        let _ = writeln!(out, "  CSR {} (node {}): {what}", csr.csr, csr.node);
+    }
+    for j in &c.joins {
+        let who = j.node.as_ref().map_or_else(|| j.address.clone(), |n| format!("{n} ({})", j.address));
+        let what = match &j.result {
+            JoinResult::Joined => "joined: Ready, labelled, uncordoned, at the desired version".to_owned(),
+            JoinResult::Failed { step, reason } => format!("FAILED at {}: {reason}", step.name()),
+            JoinResult::NotStarted { reason } => format!("not started: {reason}"),
+            JoinResult::Planned { steps } => format!("to do: {}", steps.join("; ")),
+        };
+        let _ = writeln!(out, "  Join {who}: {what}");
     }
     for r in &c.reboots {
         let who = if r.node.is_empty() { r.address.clone() } else { format!("{} ({})", r.node, r.address) };

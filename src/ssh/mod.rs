@@ -10,6 +10,7 @@
 
 pub mod known_hosts;
 pub mod session;
+pub mod sftp;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -23,6 +24,7 @@ pub use known_hosts::{HostKeyError, KnownHosts};
 pub use session::{Output, Session};
 
 use crate::dialect::Script;
+use crate::lifecycle::facts::HashCache;
 
 /// Where and as whom to connect.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -108,6 +110,16 @@ pub enum SshError {
         /// russh's error.
         source: russh::Error,
     },
+    /// An SFTP transfer failed.
+    #[error("SFTP on {target}: {what}: {reason}")]
+    Transfer {
+        /// The node.
+        target: String,
+        /// What was being done.
+        what: String,
+        /// Why it failed.
+        reason: String,
+    },
     /// An error inside russh's handshake before the target is known.
     #[error("SSH error: {0}")]
     Russh(#[from] russh::Error),
@@ -117,7 +129,7 @@ impl SshError {
     /// Whether trying again may help (network trouble, not a refusal).
     pub fn is_transient(&self) -> bool {
         match self {
-            SshError::Connect { .. } | SshError::Timeout { .. } => true,
+            SshError::Connect { .. } | SshError::Timeout { .. } | SshError::Transfer { .. } => true,
             SshError::Protocol { source, .. } | SshError::Russh(source) => !matches!(
                 source,
                 russh::Error::NotAuthenticated | russh::Error::NoAuthMethod | russh::Error::UnknownKey
@@ -148,12 +160,21 @@ pub struct Pool {
     known_hosts: Arc<KnownHosts>,
     settings: Settings,
     sessions: Mutex<HashMap<Target, Arc<Session>>>,
+    /// File hashes each node reported, by stat key (see
+    /// [`crate::lifecycle::facts`]): kept across rounds like connections.
+    hashes: std::sync::Mutex<HashMap<Target, HashCache>>,
 }
 
 impl Pool {
     /// A pool that authenticates with `key` and checks `known_hosts`.
     pub fn new(key: PrivateKey, known_hosts: KnownHosts, settings: Settings) -> Self {
-        Self { key: Arc::new(key), known_hosts: Arc::new(known_hosts), settings, sessions: Mutex::new(HashMap::new()) }
+        Self {
+            key: Arc::new(key),
+            known_hosts: Arc::new(known_hosts),
+            settings,
+            sessions: Mutex::new(HashMap::new()),
+            hashes: std::sync::Mutex::new(HashMap::new()),
+        }
     }
 
     /// Runs `script` on `target`. When `idempotent` (observation), a
@@ -201,6 +222,44 @@ impl Pool {
                 }
                 Err(e) => return Err(e),
             }
+        }
+    }
+
+    /// Uploads `files` to `target` over SFTP on its pooled connection
+    /// (connecting if needed); returns the bytes sent. Never retried within
+    /// a round: the next round observes what arrived.
+    pub async fn upload(&self, target: &Target, files: &[sftp::Upload]) -> Result<u64, SshError> {
+        let cached = self.sessions.lock().await.get(target).cloned();
+        let session = match cached {
+            Some(session) if !session.is_closed() => session,
+            _ => self.connect(target).await?,
+        };
+        let result = session.upload(files, self.settings.command_timeout).await;
+        if result.is_err() && session.is_closed() {
+            self.forget(target).await;
+        }
+        result
+    }
+
+    /// WMCO's `pub-key-hash` of the fleet key: the lower-case hex SHA-256
+    /// of the public key in authorized_keys form (`<type> <base64>`).
+    pub fn public_key_hash(&self) -> String {
+        let public = self.key.public_key();
+        let line = public.to_openssh().unwrap_or_default();
+        let mut parts = line.split_whitespace();
+        let text = format!("{} {}", parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
+        crate::node::sha256_hex(text.as_bytes())
+    }
+
+    /// The hashes known for `target`'s files.
+    pub fn known_hashes(&self, target: &Target) -> HashCache {
+        self.hashes.lock().map(|h| h.get(target).cloned().unwrap_or_default()).unwrap_or_default()
+    }
+
+    /// Keeps `target`'s file hashes for the next round.
+    pub fn remember_hashes(&self, target: &Target, cache: HashCache) {
+        if let Ok(mut hashes) = self.hashes.lock() {
+            hashes.insert(target.clone(), cache);
         }
     }
 

@@ -25,7 +25,7 @@ pub struct Output {
 }
 
 /// Checks the server's host key against the known_hosts file.
-struct Verifier {
+pub(crate) struct Verifier {
     address: String,
     port: u16,
     known_hosts: Arc<KnownHosts>,
@@ -113,6 +113,16 @@ impl Session {
             return Err(SshError::Auth { target: target.to_string(), user: target.username.clone() });
         }
         Ok(Self { target: target.clone(), handle })
+    }
+
+    /// The node this connection reaches.
+    pub fn target(&self) -> &Target {
+        &self.target
+    }
+
+    /// The russh handle (for other channels, such as SFTP).
+    pub(crate) fn handle(&self) -> &Handle<Verifier> {
+        &self.handle
     }
 
     /// Whether the connection has ended.

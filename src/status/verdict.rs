@@ -101,6 +101,7 @@ pub fn instance(node: &NodeReport, ctx: Context<'_>) -> Option<Verdict<InstanceP
         NodeResult::Failed { stage, reason } => {
             let reason_word = match stage {
                 Stage::Observe => "ObserveFailed",
+                Stage::Upload => "UploadFailed",
                 Stage::Apply => "ApplyFailed",
             };
             let message = format!("{} failed: {reason}", stage.name());

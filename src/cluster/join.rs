@@ -1,0 +1,407 @@
+//! The join: what turns a configured host into a Ready, schedulable worker
+//! once its bootstrap services run (steps 4 to 6 of a configure).
+//!
+//! Per node, each step observed first, so a round that stops anywhere is
+//! finished by the next without repeating what is done:
+//! 1. CSR and Node: the kubelet's client CSR is approved (by the approver
+//!    pass running beside the joins, [`super::approve`]) and the Node is
+//!    found by IPv4, as the association does.
+//! 2. Cordon (recorded as winfleet's: only its own cordon is ever lifted):
+//!    nothing schedules there before the node's networking runs.
+//! 3. WMCO's metadata (BYOH and worker labels, the public key hash) and the
+//!    instance's own labels, annotations and taints.
+//! 4. The remaining services, their node variables resolved from the Node.
+//! 5. Ready: the Ready condition True with a heartbeat newer than the
+//!    services' start (the serving CSR is approved meanwhile).
+//! 6. The version annotation (winfleet's desired version) and the uncordon,
+//!    in one write: the annotation means "fully configured".
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::Mutex;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::apply::api_error;
+use super::approve::{self, CsrReport};
+use super::events::{Events, Reason, Regarding};
+use super::metadata::plan_node_metadata;
+use super::observe::{WINDOWS_NODES, node_obs};
+use super::{CORDONED_ANNOTATION, FIELD_MANAGER, NodeObs};
+use crate::desired::model::Instance;
+use crate::engine::report::NodeReport;
+use crate::engine::{self, NodeContext};
+use crate::lifecycle::{Mode, VERSION_ANNOTATION};
+use crate::ssh::Pool;
+
+/// WMCO's BYOH label (WMCO-SPEC 4.1).
+pub const BYOH_LABEL: &str = "windowsmachineconfig.openshift.io/byoh";
+/// The worker role label.
+pub const WORKER_LABEL: &str = "node-role.kubernetes.io/worker";
+/// WMCO's annotation of the fleet key's hash.
+pub const PUB_KEY_HASH_ANNOTATION: &str = "windowsmachineconfig.openshift.io/pub-key-hash";
+
+/// How joins run.
+#[derive(Clone, Copy, Debug)]
+pub struct JoinOptions {
+    /// Nodes joining at once.
+    pub max_parallel: usize,
+    /// How long the kubelet has to get its CSR approved and register its Node.
+    pub register_timeout: Duration,
+    /// How long the Node has to be Ready once its services run.
+    pub ready_timeout: Duration,
+    /// Interval between checks (and CSR passes).
+    pub poll: Duration,
+}
+
+impl Default for JoinOptions {
+    fn default() -> Self {
+        Self {
+            max_parallel: 32,
+            register_timeout: Duration::from_secs(600),
+            ready_timeout: Duration::from_secs(600),
+            poll: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A step of the join.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum JoinStep {
+    /// The kubelet's CSR and its Node registration.
+    Register,
+    /// Cordoning the new Node.
+    Cordon,
+    /// WMCO's labels and annotations.
+    Metadata,
+    /// The services that need the Node.
+    Services,
+    /// Waiting for Ready.
+    Ready,
+    /// The version annotation and the uncordon.
+    Finish,
+}
+
+impl JoinStep {
+    /// The step in words.
+    pub fn name(self) -> &'static str {
+        match self {
+            JoinStep::Register => "CSR approval and Node registration",
+            JoinStep::Cordon => "cordon",
+            JoinStep::Metadata => "Node labels and annotations",
+            JoinStep::Services => "the services that need the Node",
+            JoinStep::Ready => "wait for Ready",
+            JoinStep::Finish => "version annotation and uncordon",
+        }
+    }
+}
+
+/// How a join ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum JoinResult {
+    /// A Ready, labelled, uncordoned worker at the desired version.
+    Joined,
+    /// Stopped at a step; the next round goes on from there.
+    Failed {
+        /// Where.
+        step: JoinStep,
+        /// Why.
+        reason: String,
+    },
+    /// Not started (winfleet is stopping, or the node's configure failed).
+    NotStarted {
+        /// Why.
+        reason: String,
+    },
+    /// A dry run: the steps still to do.
+    Planned {
+        /// The steps, in order.
+        steps: Vec<String>,
+    },
+}
+
+/// One node's join.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JoinReport {
+    /// Instance address.
+    pub address: String,
+    /// The Node, once found.
+    pub node: Option<String>,
+    /// How it ended.
+    #[serde(flatten)]
+    pub result: JoinResult,
+    /// The services step's node report.
+    #[serde(skip)]
+    pub services: Option<NodeReport>,
+}
+
+/// A node to join.
+#[derive(Clone, Debug)]
+pub struct Candidate<'a> {
+    /// Its instance (spec with cluster material).
+    pub instance: &'a Instance,
+    /// Its IPv4 address (the Node is found by it).
+    pub ipv4: Option<Ipv4Addr>,
+    /// A BYOH instance (not a Machine's node): gets WMCO's BYOH label.
+    pub byoh: bool,
+}
+
+/// What every join shares.
+pub struct Shared<'a> {
+    /// The cluster.
+    pub client: &'a Client,
+    /// Events.
+    pub events: &'a Events,
+    /// SSH.
+    pub pool: &'a Pool,
+    /// Listed instances → observed host names (for CSR approval).
+    pub hosts: &'a BTreeMap<String, String>,
+    /// WMCO's pub-key-hash of the fleet key.
+    pub key_hash: &'a str,
+    /// Options.
+    pub options: JoinOptions,
+    /// Stop taking new work.
+    pub stop: &'a CancellationToken,
+}
+
+/// Joins `candidates`, approving CSRs beside them; returns each join's
+/// report and the CSR passes' reports (the last word per CSR).
+pub async fn join_all(shared: &Shared<'_>, candidates: Vec<Candidate<'_>>) -> (Vec<JoinReport>, Vec<CsrReport>) {
+    let csrs: Mutex<BTreeMap<String, CsrReport>> = Mutex::new(BTreeMap::new());
+    let reported = Mutex::new(BTreeSet::new());
+    let pass = || async {
+        let mut seen = reported.lock().await;
+        match approve::pass(shared.client, shared.events, shared.hosts, &mut seen).await {
+            Ok(reports) => {
+                let mut all = csrs.lock().await;
+                for r in reports {
+                    all.insert(r.csr.clone(), r);
+                }
+            }
+            Err(e) => tracing::warn!("CSR approval pass failed: {e}"),
+        }
+    };
+    pass().await;
+    let joins = async {
+        let mut waiting = candidates.into_iter();
+        let mut running = FuturesUnordered::new();
+        let mut reports = Vec::new();
+        loop {
+            while running.len() < shared.options.max_parallel.max(1) {
+                let Some(candidate) = waiting.next() else { break };
+                if shared.stop.is_cancelled() {
+                    reports.push(JoinReport {
+                        address: candidate.instance.address.clone(),
+                        node: None,
+                        result: JoinResult::NotStarted {
+                            reason: "winfleet is stopping; the next round joins it".into(),
+                        },
+                        services: None,
+                    });
+                    continue;
+                }
+                running.push(join_one(shared, candidate));
+            }
+            let Some(report) = running.next().await else { break };
+            reports.push(report);
+        }
+        reports
+    };
+    let approver = async {
+        loop {
+            tokio::time::sleep(shared.options.poll).await;
+            pass().await;
+        }
+    };
+    let mut reports = tokio::select! {
+        reports = joins => reports,
+        () = approver => Vec::new(),
+    };
+    pass().await;
+    reports.sort_by(|a, b| a.address.cmp(&b.address));
+    (reports, csrs.into_inner().into_values().collect())
+}
+
+async fn join_one(shared: &Shared<'_>, candidate: Candidate<'_>) -> JoinReport {
+    let mut report = JoinReport {
+        address: candidate.instance.address.clone(),
+        node: None,
+        result: JoinResult::Joined,
+        services: None,
+    };
+    let fail = |step, reason: String| JoinResult::Failed { step, reason };
+    let nodes: Api<Node> = Api::all(shared.client.clone());
+    let node = match registered(shared, &nodes, candidate.ipv4).await {
+        Ok(node) => node,
+        Err(reason) => {
+            report.result = fail(JoinStep::Register, reason);
+            return report;
+        }
+    };
+    report.node = Some(node.name.clone());
+    let regarding = || Regarding::Node(&node.name, &node.uid);
+    let steps = async {
+        let node = cordon(&nodes, &node).await.map_err(|e| (JoinStep::Cordon, e))?;
+        let node = metadata(&nodes, &candidate, &node, shared.key_hash).await.map_err(|e| (JoinStep::Metadata, e))?;
+        let started = jiff::Timestamp::now();
+        let context = NodeContext { mode: Some(Mode::Join), node: Some(node.object.clone()), disrupt: true };
+        let services = engine::node(shared.pool, candidate.instance, false, &context).await;
+        let failed = services.failed().then(|| engine::report::node_line(&services));
+        report.services = Some(services);
+        if let Some(line) = failed {
+            return Err((JoinStep::Services, line));
+        }
+        ready(&nodes, &node.name, started, shared.options).await.map_err(|e| (JoinStep::Ready, e))?;
+        let version = candidate.instance.spec.lifecycle.as_ref().map(|l| l.version.clone()).unwrap_or_default();
+        finish(&nodes, &node.name, &version).await.map_err(|e| (JoinStep::Finish, e))
+    };
+    match steps.await {
+        Ok(()) => {
+            let note = format!("instance {} joined as a Ready worker", candidate.instance.address);
+            shared.events.publish(regarding(), Reason::NodeJoined, note).await;
+        }
+        Err((step, reason)) => {
+            let note = format!("joining instance {} stopped at {}: {reason}", candidate.instance.address, step.name());
+            shared.events.publish(regarding(), Reason::JoinFailed, note).await;
+            report.result = fail(step, reason);
+        }
+    }
+    report
+}
+
+/// Waits for the Node whose addresses hold `ipv4`.
+async fn registered(shared: &Shared<'_>, nodes: &Api<Node>, ipv4: Option<Ipv4Addr>) -> Result<NodeObs, String> {
+    let Some(ip) = ipv4 else { return Err("the instance has no IPv4 address to find its Node by".into()) };
+    let deadline = Instant::now() + shared.options.register_timeout;
+    loop {
+        let list = nodes.list(&ListParams::default().labels(WINDOWS_NODES)).await.map_err(|e| api_error(&e))?;
+        let found: Vec<NodeObs> = list
+            .items
+            .iter()
+            .map(node_obs)
+            .filter(|n| n.addresses.iter().any(|a| a.parse::<Ipv4Addr>().is_ok_and(|a| a == ip)))
+            .collect();
+        match found.as_slice() {
+            [one] => return Ok(one.clone()),
+            [] => {}
+            many => {
+                let names: Vec<&str> = many.iter().map(|n| n.name.as_str()).collect();
+                return Err(format!(
+                    "address {ip} belongs to more than one Node ({}); winfleet does not guess",
+                    names.join(", ")
+                ));
+            }
+        }
+        if Instant::now() >= deadline || shared.stop.is_cancelled() {
+            return Err(format!(
+                "no Windows Node with address {ip} registered within {}s: is the kubelet running, and its CSR approved (see the CSR report)?",
+                shared.options.register_timeout.as_secs()
+            ));
+        }
+        tokio::time::sleep(shared.options.poll).await;
+    }
+}
+
+async fn patch(nodes: &Api<Node>, name: &str, patch: &Value) -> Result<NodeObs, String> {
+    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+    nodes.patch(name, &params, &Patch::Merge(patch)).await.map(|n| node_obs(&n)).map_err(|e| api_error(&e))
+}
+
+/// Cordons a schedulable Node, recording the cordon as winfleet's.
+async fn cordon(nodes: &Api<Node>, node: &NodeObs) -> Result<NodeObs, String> {
+    if node.unschedulable {
+        return Ok(node.clone());
+    }
+    let body = json!({
+        "metadata": { "resourceVersion": node.resource_version, "annotations": { CORDONED_ANNOTATION: "true" } },
+        "spec": { "unschedulable": true },
+    });
+    patch(nodes, &node.name, &body).await
+}
+
+/// WMCO's labels and annotation, and the instance's own metadata.
+async fn metadata(
+    nodes: &Api<Node>,
+    candidate: &Candidate<'_>,
+    node: &NodeObs,
+    key_hash: &str,
+) -> Result<NodeObs, String> {
+    let mut labels = Map::new();
+    let mut wanted: Vec<(&str, &str)> = vec![(WORKER_LABEL, "")];
+    if candidate.byoh {
+        wanted.push((BYOH_LABEL, "true"));
+    }
+    for (key, value) in wanted {
+        if node.labels.get(key).map(String::as_str) != Some(value) {
+            labels.insert(key.to_owned(), Value::String(value.to_owned()));
+        }
+    }
+    let mut body = plan_node_metadata(candidate.instance, node).map_or_else(|| json!({ "metadata": {} }), |p| p.patch);
+    if node.annotations.get(PUB_KEY_HASH_ANNOTATION).map(String::as_str) != Some(key_hash) {
+        body["metadata"]["annotations"][PUB_KEY_HASH_ANNOTATION] = Value::String(key_hash.to_owned());
+    }
+    for (key, value) in labels {
+        body["metadata"]["labels"][key] = value;
+    }
+    let unchanged = body["metadata"].as_object().is_none_or(|m| m.keys().all(|k| k == "resourceVersion"))
+        && body.get("spec").is_none();
+    if unchanged {
+        return Ok(node.clone());
+    }
+    patch(nodes, &node.name, &body).await
+}
+
+/// Waits until the Node is Ready with a heartbeat newer than `since`.
+async fn ready(nodes: &Api<Node>, name: &str, since: jiff::Timestamp, options: JoinOptions) -> Result<(), String> {
+    let deadline = Instant::now() + options.ready_timeout;
+    loop {
+        let last = match nodes.get_opt(name).await {
+            Ok(Some(node)) => match ready_heartbeat(&node) {
+                Some((true, Some(beat))) if beat > since => return Ok(()),
+                Some((true, _)) => "Ready, but no heartbeat since its services started".to_owned(),
+                Some((false, _)) => "not Ready".to_owned(),
+                None => "no Ready condition".to_owned(),
+            },
+            Ok(None) => format!("Node {name} is gone"),
+            Err(e) => format!("cannot read Node {name}: {}", api_error(&e)),
+        };
+        if Instant::now() >= deadline {
+            return Err(format!("the Node was not Ready within {}s: {last}", options.ready_timeout.as_secs()));
+        }
+        tokio::time::sleep(options.poll).await;
+    }
+}
+
+/// The Ready condition: whether True, and its last heartbeat.
+fn ready_heartbeat(node: &Node) -> Option<(bool, Option<jiff::Timestamp>)> {
+    let condition = node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")?;
+    let beat = condition.last_heartbeat_time.as_ref().map(|t| t.0);
+    Some((condition.status == "True", beat))
+}
+
+/// The version annotation, and the uncordon when winfleet cordoned.
+async fn finish(nodes: &Api<Node>, name: &str, version: &str) -> Result<(), String> {
+    let node = nodes.get(name).await.map(|n| node_obs(&n)).map_err(|e| api_error(&e))?;
+    let mut body = json!({
+        "metadata": {
+            "resourceVersion": node.resource_version,
+            "annotations": { VERSION_ANNOTATION: version, CORDONED_ANNOTATION: null },
+        },
+    });
+    if node.annotations.contains_key(CORDONED_ANNOTATION) {
+        body["spec"] = json!({ "unschedulable": false });
+    }
+    patch(nodes, name, &body).await.map(drop)
+}

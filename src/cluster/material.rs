@@ -1,0 +1,94 @@
+//! Reads the cluster material a joining node needs (WMCO-SPEC 4.3 step 3),
+//! rendered into files by [`crate::lifecycle::material`]:
+//!
+//! - Secret `openshift-machine-config-operator/node-bootstrapper-token`:
+//!   `token` and `ca.crt` (the Machine Config Operator's bootstrap
+//!   identity, as WMCO uses it);
+//! - Infrastructure `cluster`: `status.apiServerInternalURL`;
+//! - Network `cluster`: `spec.serviceNetwork[0]` (the cluster DNS);
+//! - ControllerConfig `machine-config-controller`:
+//!   `spec.kubeAPIServerServingCAData` (the kubelet's client CA).
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use serde_json::Value;
+
+use super::apply::api_error;
+use crate::lifecycle::material::{ClusterMaterial, cluster_dns};
+
+/// The bootstrap Secret's namespace and name.
+pub const BOOTSTRAP_SECRET: (&str, &str) = ("openshift-machine-config-operator", "node-bootstrapper-token");
+/// The ControllerConfig WMCO reads the kubelet CA from.
+pub const CONTROLLER_CONFIG: &str = "machine-config-controller";
+
+fn resource(group: &str, version: &str, kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), plural)
+}
+
+async fn get(client: &Client, res: &ApiResource, name: &str, what: &str) -> Result<Value, String> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), res);
+    match api.get_opt(name).await {
+        Ok(Some(object)) => Ok(object.data),
+        Ok(None) => Err(format!("{what} not found")),
+        Err(e) => Err(format!("cannot read {what}: {}", api_error(&e))),
+    }
+}
+
+fn text<'v>(value: &'v Value, pointer: &str, what: &str) -> Result<&'v str, String> {
+    value
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| format!("{what} has no {pointer}"))
+}
+
+/// Reads the material; the error names the object and field that failed.
+pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
+    let (namespace, name) = BOOTSTRAP_SECRET;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = match secrets.get_opt(name).await {
+        Ok(Some(secret)) => secret,
+        Ok(None) => return Err(format!("Secret {namespace}/{name} not found")),
+        Err(e) => return Err(format!("cannot read Secret {namespace}/{name}: {}", api_error(&e))),
+    };
+    let data = secret.data.unwrap_or_default();
+    let field = |key: &str| {
+        data.get(key)
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| format!("Secret {namespace}/{name} has no {key}"))
+    };
+    let bootstrap_token = field("token")?;
+    let bootstrap_ca = field("ca.crt")?;
+    let infrastructure = get(
+        client,
+        &resource("config.openshift.io", "v1", "Infrastructure", "infrastructures"),
+        "cluster",
+        "Infrastructure cluster",
+    )
+    .await?;
+    let api_server_url = text(&infrastructure, "/status/apiServerInternalURL", "Infrastructure cluster")?.to_owned();
+    let network =
+        get(client, &resource("config.openshift.io", "v1", "Network", "networks"), "cluster", "Network cluster")
+            .await?;
+    let cidr = ["/spec/serviceNetwork/0", "/status/serviceNetwork/0"]
+        .iter()
+        .find_map(|p| network.pointer(p).and_then(Value::as_str))
+        .ok_or_else(|| "Network cluster has no spec.serviceNetwork".to_owned())?;
+    let cluster_dns = cluster_dns(cidr).map_err(|e| format!("Network cluster: {e}"))?;
+    let controller = get(
+        client,
+        &resource("machineconfiguration.openshift.io", "v1", "ControllerConfig", "controllerconfigs"),
+        CONTROLLER_CONFIG,
+        &format!("ControllerConfig {CONTROLLER_CONFIG}"),
+    )
+    .await?;
+    let ca = text(&controller, "/spec/kubeAPIServerServingCAData", &format!("ControllerConfig {CONTROLLER_CONFIG}"))?;
+    let kubelet_ca = STANDARD.decode(ca).ok().and_then(|b| String::from_utf8(b).ok()).ok_or_else(|| {
+        format!("ControllerConfig {CONTROLLER_CONFIG}: spec.kubeAPIServerServingCAData is not base64 PEM")
+    })?;
+    Ok(ClusterMaterial { api_server_url, bootstrap_token, bootstrap_ca, kubelet_ca, cluster_dns })
+}

@@ -1,0 +1,301 @@
+//! The lifecycle in the posix dialect: the observation part, the
+//! preparation script (directories and upload staging) and the apply part
+//! (finishing uploads, generated files, systemd units, stops and starts).
+//!
+//! Cost matters here: a payload has hundreds of files, so the scripts work
+//! on whole lists with one process each (one `stat`, one `sha256sum`, one
+//! `mv -t` per directory, one `systemctl` per verb) and loop over lines with
+//! shell builtins. Every repository value arrives in one base64 list per
+//! step; lists are tab-separated lines (node paths cannot hold a tab or a
+//! newline: validation and the payload reader refuse control characters).
+//!
+//! Uploads land in `<dir>/.winfleet-staging/<name>` (same directory, so the
+//! final `mv` is a rename): the apply part checks each staged file's
+//! SHA-256, records it, and moves the good ones into place together.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use super::b64;
+use crate::desired::kinds::instances::Shell;
+use crate::lifecycle::LifecycleSpec;
+use crate::lifecycle::plan::LifecycleChange;
+use crate::lifecycle::record::{HEADER, record_path};
+
+/// The staging directory of uploads into `dir`.
+pub const STAGING: &str = ".winfleet-staging";
+
+/// `(directory, file name)` of a node path.
+pub fn split(path: &str, shell: Shell) -> (&str, &str) {
+    let sep = match shell {
+        Shell::Posix => '/',
+        Shell::Powershell => '\\',
+    };
+    match path.rfind(sep) {
+        Some(i) => (&path[..i], &path[i + 1..]),
+        None => (".", path),
+    }
+}
+
+/// The staged path of an upload to `path`.
+pub fn staged(path: &str, shell: Shell) -> String {
+    let (dir, name) = split(path, shell);
+    match shell {
+        Shell::Posix => format!("{dir}/{STAGING}/{name}"),
+        Shell::Powershell => format!("{dir}\\{STAGING}\\{name}"),
+    }
+}
+
+/// What the observation needs besides the spec.
+#[derive(Clone, Debug, Default)]
+pub struct ObserveList {
+    /// Node path → the stat key winfleet knows a hash for ("" = none).
+    pub files: Vec<(String, String)>,
+    /// (service, variable, script) of the pre-scripts that give a variable.
+    pub variables: Vec<(String, String, String)>,
+}
+
+/// The observation part (inside `main`, after the common facts).
+pub fn observe(spec: &LifecycleSpec, list: &ObserveList) -> String {
+    let mut lines = String::new();
+    for dir in &spec.directories {
+        let _ = writeln!(lines, "D\t{dir}");
+    }
+    for (path, key) in &list.files {
+        let _ = writeln!(lines, "F\t{path}\t{key}");
+    }
+    for service in &spec.services {
+        let _ = writeln!(lines, "S\t{}", service.name);
+    }
+    for (service, variable, script) in &list.variables {
+        let _ = writeln!(lines, "P\t{service}\t{variable}\t{}", b64(script));
+    }
+    let units = spec.units_dir.as_deref().unwrap_or(".");
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "lc=$(d '{}'; printf x); lc=${{lc%x}}; units=$(d '{}'; printf x); units=${{units%x}}",
+        b64(&lines),
+        b64(units)
+    );
+    s.push_str(OBSERVE);
+    s
+}
+
+const OBSERVE: &str = r#"tab='	'
+t home "$HOME"
+set --; fk=; svcs=
+while IFS="$tab" read -r k a b c; do
+  case $k in
+  D) if [ -d "$a" ]; then t ldir "$a" present; else t ldir "$a" absent; fi ;;
+  F) if [ -f "$a" ]; then set -- "$@" "$a"; fk="$fk$b$nl"; else t lfile "$a" absent; fi ;;
+  S) svcs="$svcs$a$nl" ;;
+  P) if out=$(d "$c" | /bin/sh 2>/dev/null); then t lvar "$a" "$b" ok "$out"
+     else e=$(d "$c" | /bin/sh 2>&1 >/dev/null); t lvar "$a" "$b" err "${e:-the script failed}"; fi ;;
+  esac
+done <<WINFLEET_LC
+$lc
+WINFLEET_LC
+if [ "$#" -gt 0 ]; then
+  ks=$(stat -c '%s:%.9Y:%.9Z:%i' -- "$@" 2>/dev/null)$nl; h=
+  for p in "$@"; do
+    cur=${ks%%"$nl"*}; ks=${ks#*"$nl"}; k=${fk%%"$nl"*}; fk=${fk#*"$nl"}
+    if [ -n "$cur" ] && [ "$cur" = "$k" ]; then t lfile "$p" same "$cur"; else t lfile "$p" key "$cur"; h="$h$p$nl"; fi
+  done
+  set --
+  while IFS= read -r p; do [ -n "$p" ] && set -- "$@" "$p"; done <<WINFLEET_LH
+$h
+WINFLEET_LH
+  if [ "$#" -gt 0 ]; then t lsums; sha256sum -z -- "$@" 2>/dev/null; t end-lsums; fi
+fi
+if [ -n "$svcs" ]; then
+  set --
+  while IFS= read -r n; do [ -n "$n" ] && set -- "$@" "$n.service"; done <<WINFLEET_LS
+$svcs
+WINFLEET_LS
+  st=$(systemctl is-active -- "$@" 2>/dev/null)$nl; u=
+  for n in "$@"; do
+    s=${st%%"$nl"*}; st=${st#*"$nl"}
+    t lsvcstate "${n%.service}" "${s:-unknown}"
+    [ -f "$units/$n" ] && u="$u$units/$n$nl"
+  done
+  set --
+  while IFS= read -r p; do [ -n "$p" ] && set -- "$@" "$p"; done <<WINFLEET_LU
+$u
+WINFLEET_LU
+  if [ "$#" -gt 0 ]; then t lusums; sha256sum -z -- "$@" 2>/dev/null; t end-lusums; fi
+fi
+"#;
+
+const RECORD: &str = r#"nl='
+'
+rec() { [ -d "$recd" ] || mkdir -p -- "$recd" || return 1
+  [ -f "$recf" ] || printf '%s\n' "$rech" >"$recf" || return 1
+  printf '%s\n' "$1" >>"$recf"; }
+"#;
+
+fn record_setup() -> String {
+    let path = record_path(Shell::Posix);
+    let (dir, _) = split(path, Shell::Posix);
+    format!(
+        "recf=$(v '{}'); recf=${{recf%x}}; recd=$(v '{}'); recd=${{recd%x}}; rech=$(v '{}'); rech=${{rech%x}}\n{RECORD}",
+        b64(path),
+        b64(dir),
+        b64(HEADER)
+    )
+}
+
+/// The preparation script's body: directories (recorded before they are
+/// created) and the staging directories of the uploads. `None` when there
+/// is nothing to prepare.
+pub fn prepare(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) -> Option<String> {
+    let mut dirs = String::new();
+    let mut staging: Vec<String> = Vec::new();
+    for (i, change) in changes {
+        match change {
+            LifecycleChange::CreateDir { path } => {
+                let _ = writeln!(dirs, "{i}\t{path}");
+            }
+            LifecycleChange::Upload { file, .. } => {
+                let stage = format!("{}/{STAGING}", split(&file.path, spec.shell).0);
+                if !staging.contains(&stage) {
+                    staging.push(stage);
+                }
+            }
+            _ => {}
+        }
+    }
+    for stage in &staging {
+        let _ = writeln!(dirs, "-\t{stage}");
+    }
+    if dirs.is_empty() {
+        return None;
+    }
+    let mut s = record_setup();
+    let _ = writeln!(s, "lst=$(v '{}'); lst=${{lst%x}}", b64(&dirs));
+    s.push_str(
+        r#"while IFS='	' read -r i p; do
+  [ -n "$i" ] || continue
+  idx=$i; [ "$i" = - ] && idx=
+  if [ -d "$p" ]; then o unchanged; continue; fi
+  if ! rec "dir $p"; then o failed "cannot write the install record $recf"; continue; fi
+  if err=$(mkdir -- "$p" 2>&1); then o applied; else o failed "$err"; fi
+done <<WINFLEET_MD
+$lst
+WINFLEET_MD
+"#,
+    );
+    Some(s)
+}
+
+/// The apply part of the lifecycle changes (inside `main`), in the
+/// plan's order by kind: stops, uploads finished, generated files, units
+/// (then one daemon-reload and enable), starts.
+pub fn apply(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) -> String {
+    let (mut stops, mut files, mut units, mut starts) = (String::new(), String::new(), String::new(), String::new());
+    let mut uploads: BTreeMap<&str, String> = BTreeMap::new();
+    for (i, change) in changes {
+        match change {
+            LifecycleChange::Stop { service } => {
+                let _ = writeln!(stops, "sv {i} stop '{}'", b64(&service.name));
+            }
+            LifecycleChange::Upload { file, .. } => {
+                let (dir, name) = split(&file.path, Shell::Posix);
+                let _ = writeln!(uploads.entry(dir).or_default(), "{i}\t{name}\t{}", file.sha256);
+            }
+            LifecycleChange::WriteGenerated { file, .. } => {
+                let _ = writeln!(
+                    files,
+                    "wr {i} '{}' '{}' {}",
+                    b64(&file.path),
+                    b64(file.file.content()),
+                    file.file.sha256()
+                );
+            }
+            LifecycleChange::Define { service, unit: Some(unit), .. } => {
+                let path = format!("{}/{}.service", spec.units_dir.as_deref().unwrap_or("."), service.name);
+                let sha = crate::node::sha256_hex(unit.as_bytes());
+                let _ = writeln!(units, "un {i} '{}' '{}' {sha} '{}'", b64(&path), b64(unit), b64(&service.name));
+            }
+            LifecycleChange::Define { .. } => {
+                let _ = writeln!(units, "idx={i}; o failed 'a posix node needs a unit file'");
+            }
+            LifecycleChange::Start { service, pre_scripts, .. } => {
+                for script in pre_scripts {
+                    let _ = writeln!(starts, "pre '{}'", b64(script));
+                }
+                let _ = writeln!(starts, "sv {i} start '{}'", b64(&service.name));
+            }
+            LifecycleChange::CreateDir { .. } => {}
+        }
+    }
+    let mut s = record_setup();
+    s.push_str(HELPERS);
+    s.push_str(&stops);
+    for (dir, list) in &uploads {
+        let _ = writeln!(s, "fin '{}' '{}'", b64(dir), b64(list));
+    }
+    s.push_str(&files);
+    if !units.is_empty() {
+        s.push_str("unok=; unn=\n");
+        s.push_str(&units);
+        s.push_str("reload\n");
+    }
+    s.push_str(&starts);
+    s
+}
+
+const HELPERS: &str = r#"put() {
+  target=$(v "$1"); target=${target%x}
+  dir=${target%/*}; [ "$dir" = "$target" ] && dir=.; tmp="$dir/.${target##*/}.winfleet-tmp"
+  rec "file $3 $target" || { err="cannot write the install record $recf"; return 1; }
+  err=$( { d "$2" >"$tmp"; } 2>&1 ) || return 1
+  err=$(mv -f -- "$tmp" "$target" 2>&1)
+}
+wr() { idx=$1; if put "$2" "$3" "$4"; then o applied; else o failed "$err"; fi; }
+un() {
+  idx=$1; n=$(v "$5"); n=${n%x}
+  if ! rec "service $n"; then o failed "cannot write the install record $recf"; return; fi
+  if put "$2" "$3" "$4"; then unok="$unok $1"; unn="$unn $n.service"; else o failed "$err"; fi
+}
+reload() {
+  idx=$unok; [ -n "$idx" ] || return
+  if ! err=$(systemctl daemon-reload 2>&1); then o failed "systemctl daemon-reload: $err"; return; fi
+  if err=$(systemctl enable -- $unn 2>&1); then o applied; else o failed "systemctl enable: $err"; fi
+}
+pre() { if ! err=$( { d "$1" | /bin/sh; } 2>&1 ); then prefail="a pre-script failed: $err"; fi; }
+sv() {
+  idx=$1; n=$(v "$3"); n=${n%x}
+  if [ "$2" = start ] && [ -n "$prefail" ]; then o failed "$prefail"; prefail=; return; fi
+  if err=$(systemctl "$2" -- "$n.service" 2>&1); then o applied; else o failed "systemctl $2 $n: $err"; fi
+}
+fin() {
+  dir=$(v "$1"); dir=${dir%x}; lst=$(v "$2"); lst=${lst%x}; stg="$dir/.winfleet-staging"
+  set --
+  while IFS='	' read -r i n s; do [ -n "$i" ] && set -- "$@" "$n"; done <<WINFLEET_FL
+$lst
+WINFLEET_FL
+  sums=$nl$(cd -- "$stg" 2>/dev/null && sha256sum -- "$@" 2>/dev/null)$nl; good=
+  while IFS='	' read -r i n s; do
+    [ -n "$i" ] || continue; idx=$i
+    case $sums in
+    *"  $n$nl"*) x=${sums%%"  $n$nl"*}; x=${x##*"$nl"} ;;
+    *) x= ;;
+    esac
+    if [ "$x" != "$s" ]; then
+      rm -f -- "$stg/$n"; o failed "the upload arrived with SHA-256 ${x:-none}, expected $s"
+    elif ! rec "file $s $dir/$n"; then o failed "cannot write the install record $recf"
+    else good="$good$i	$n$nl"; fi
+  done <<WINFLEET_FL
+$lst
+WINFLEET_FL
+  set --; idx=
+  while IFS='	' read -r i n; do [ -n "$i" ] && { set -- "$@" "$stg/$n"; idx="$idx $i"; }; done <<WINFLEET_FG
+$good
+WINFLEET_FG
+  if [ "$#" -gt 0 ]; then
+    if err=$(mv -f -t "$dir" -- "$@" 2>&1); then o applied; else o failed "$err"; fi
+  fi
+  rmdir -- "$stg" 2>/dev/null
+}
+"#;

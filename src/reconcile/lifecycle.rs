@@ -1,0 +1,141 @@
+//! The round's lifecycle part: each dialect's spec as this round runs it
+//! (the payload, the cluster material, the cluster's no-proxy entries),
+//! each node's context from the cluster (its mode and Node), and after the
+//! node round, the joins of the nodes that are being configured.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use crate::cluster::associate::Association;
+use crate::cluster::join::{Candidate, JoinReport, JoinResult};
+use crate::cluster::{CORDONED_ANNOTATION, ClusterFacts};
+use crate::desired::model::Instance;
+use crate::engine::NodeContext;
+use crate::engine::report::{NodeReport, NodeResult};
+use crate::lifecycle::material::ClusterMaterial;
+use crate::lifecycle::{Mode, PayloadState, VERSION_ANNOTATION, mode};
+use crate::node::NodeSpec;
+
+/// The instances with their specs as this round runs them. Specs are
+/// shared by dialect, so each distinct spec is rebuilt once.
+pub fn runtime_instances(
+    instances: &[&Instance],
+    payload: &PayloadState,
+    material: Option<&Result<ClusterMaterial, String>>,
+    cluster_no_proxy: Option<&str>,
+) -> Vec<Instance> {
+    let mut rebuilt: HashMap<*const NodeSpec, Arc<NodeSpec>> = HashMap::new();
+    instances
+        .iter()
+        .map(|instance| {
+            let spec = rebuilt
+                .entry(Arc::as_ptr(&instance.spec))
+                .or_insert_with(|| {
+                    let mut spec = cluster_no_proxy
+                        .and_then(|np| instance.spec.with_cluster_no_proxy(np))
+                        .unwrap_or_else(|| (*instance.spec).clone());
+                    if let Some(lifecycle) = &spec.lifecycle {
+                        spec.lifecycle = Some(Arc::new(lifecycle.at_runtime(payload, material)));
+                    }
+                    Arc::new(spec)
+                })
+                .clone();
+            Instance { spec, ..(*instance).clone() }
+        })
+        .collect()
+}
+
+/// Each instance's lifecycle context from the cluster: its Node (by
+/// association), its mode from the Node's version annotation, and whether
+/// running services may be stopped (winfleet cordoned it for a join).
+pub fn contexts(
+    instances: &[&Instance],
+    facts: &ClusterFacts,
+    associations: &BTreeMap<String, Association>,
+) -> BTreeMap<String, NodeContext> {
+    instances
+        .iter()
+        .filter_map(|instance| {
+            let lifecycle = instance.spec.lifecycle.as_ref()?;
+            let node = associations.get(&instance.address).and_then(Association::node).and_then(|n| facts.nodes.get(n));
+            let version = node.map(|n| n.annotations.get(VERSION_ANNOTATION).map(String::as_str));
+            let mode = mode(lifecycle, true, version);
+            let disrupt = mode == Mode::Join && node.is_some_and(|n| n.annotations.contains_key(CORDONED_ANNOTATION));
+            let context = NodeContext { mode: Some(mode), node: node.map(|n| n.object.clone()), disrupt };
+            Some((instance.address.clone(), context))
+        })
+        .collect()
+}
+
+/// The nodes to join after the node round: in Join mode, their lifecycle
+/// not blocked, and their node round done without failures.
+pub fn candidates<'a>(
+    instances: &[&'a Instance],
+    contexts: &BTreeMap<String, NodeContext>,
+    reports: &[NodeReport],
+    resolved: &BTreeMap<String, Result<Ipv4Addr, String>>,
+    byoh: usize,
+) -> (Vec<Candidate<'a>>, Vec<JoinReport>) {
+    let mut joining = Vec::new();
+    let mut held = Vec::new();
+    for (i, instance) in instances.iter().enumerate() {
+        if contexts.get(&instance.address).and_then(|c| c.mode) != Some(Mode::Join) {
+            continue;
+        }
+        let Some(report) = reports.iter().find(|r| r.address == instance.address) else { continue };
+        if report.lifecycle.as_ref().is_some_and(|l| l.error.is_some()) {
+            continue;
+        }
+        if report.failed() || !matches!(report.result, NodeResult::Done { .. }) {
+            held.push(JoinReport {
+                address: instance.address.clone(),
+                node: None,
+                result: JoinResult::NotStarted { reason: "its configure did not finish in this round".into() },
+                services: None,
+            });
+            continue;
+        }
+        let ipv4 = resolved.get(&instance.address).and_then(|r| r.as_ref().ok()).copied();
+        joining.push(Candidate { instance, ipv4, byoh: i < byoh });
+    }
+    (joining, held)
+}
+
+/// Listed (BYOH) instances → the host names observed this round.
+pub fn host_names(byoh: &[&Instance], reports: &[NodeReport]) -> BTreeMap<String, String> {
+    byoh.iter()
+        .filter_map(|i| {
+            let host = reports.iter().find(|r| r.address == i.address)?.hostname.clone()?;
+            Some((i.address.clone(), host))
+        })
+        .collect()
+}
+
+/// What a dry run says a join still needs.
+pub fn preview(candidate: &Candidate<'_>, contexts: &BTreeMap<String, NodeContext>) -> JoinReport {
+    let node = contexts.get(&candidate.instance.address).and_then(|c| c.node.as_ref());
+    let mut steps = Vec::new();
+    let name = node.and_then(|n| n.pointer("/metadata/name")).and_then(serde_json::Value::as_str).map(str::to_owned);
+    if node.is_none() {
+        steps.push("approve the kubelet's client CSR; wait for its Node".to_owned());
+    }
+    let unschedulable = node.and_then(|n| n.pointer("/spec/unschedulable")).and_then(serde_json::Value::as_bool);
+    if unschedulable != Some(true) {
+        steps.push("cordon".to_owned());
+    }
+    steps.push("WMCO's labels and annotations".to_owned());
+    steps.push("the services that need the Node".to_owned());
+    let ready = node
+        .and_then(|n| n.pointer("/status/conditions"))
+        .and_then(serde_json::Value::as_array)
+        .is_some_and(|c| c.iter().any(|c| c["type"] == "Ready" && c["status"] == "True"));
+    steps.push(if ready { "a fresh Ready heartbeat".to_owned() } else { "wait for Ready (not Ready now)".to_owned() });
+    steps.push("version annotation and uncordon".to_owned());
+    JoinReport {
+        address: candidate.instance.address.clone(),
+        node: name,
+        result: JoinResult::Planned { steps },
+        services: None,
+    }
+}
