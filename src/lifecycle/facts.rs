@@ -118,7 +118,7 @@ pub(crate) fn read_token<'a>(
             let path = tokens.next()?.to_owned();
             let fact = match tokens.next()? {
                 "absent" => FileFact::Absent,
-                "same" => FileFact::Present { key: tokens.next()?.to_owned(), sha256: None },
+                "same" | "key" => FileFact::Present { key: tokens.next()?.to_owned(), sha256: None },
                 "sum" => {
                     let key = tokens.next()?.to_owned();
                     FileFact::Present { key, sha256: Some(tokens.next()?.trim().to_ascii_lowercase()) }
@@ -152,6 +152,32 @@ pub(crate) fn read_token<'a>(
             };
             facts.services.insert(name, ServiceFact { state, definition });
         }
+        "lsums" => loop {
+            let token = tokens.next()?;
+            if token == "end-lsums" {
+                break;
+            }
+            let (sum, path) = token.split_once("  ").ok_or_else(|| ReportError::Unexpected(token.to_owned()))?;
+            if let Some(FileFact::Present { sha256, .. }) = facts.files.get_mut(path) {
+                *sha256 = Some(sum.to_ascii_lowercase());
+            }
+        },
+        "lsvcstate" => {
+            let name = tokens.next()?.to_owned();
+            let state = ServiceState::parse(tokens.next()?);
+            facts.services.insert(name, ServiceFact { state, definition: None });
+        }
+        "lusums" => loop {
+            let token = tokens.next()?;
+            if token == "end-lusums" {
+                break;
+            }
+            let (sum, path) = token.split_once("  ").ok_or_else(|| ReportError::Unexpected(token.to_owned()))?;
+            let name = path.rsplit('/').next().and_then(|f| f.strip_suffix(".service")).unwrap_or_default();
+            if let Some(service) = facts.services.get_mut(name) {
+                service.definition = Some(Definition::Unit { sha256: sum.to_ascii_lowercase() });
+            }
+        },
         "lvar" => {
             let service = tokens.next()?.to_owned();
             let variable = tokens.next()?.to_owned();
@@ -165,6 +191,16 @@ pub(crate) fn read_token<'a>(
         _ => return Ok(false),
     }
     Ok(true)
+}
+
+/// Settles what the tokens leave open: a posix service without a unit
+/// file is absent whatever `systemctl` says of the name.
+pub(crate) fn finish(facts: &mut LifecycleFacts) {
+    for service in facts.services.values_mut() {
+        if service.definition.is_none() && service.state != ServiceState::Running {
+            service.state = ServiceState::Absent;
+        }
+    }
 }
 
 /// Hashes winfleet already knows, by node path: (stat key, SHA-256).

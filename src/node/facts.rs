@@ -192,6 +192,7 @@ pub fn parse_facts(output: &[u8]) -> Result<NodeFacts, ReportError> {
             }
         }
     }
+    lifecycle_facts::finish(&mut facts.lifecycle);
     if let Some(content) = env_file {
         let parsed = systemd::parse_drop_in(&content);
         facts.environment =
