@@ -62,7 +62,9 @@ fn scripts_match_their_golden_files() {
         let changes = plan_node(&spec, &facts);
         assert_eq!(changes.len(), 4, "write, remove, set, unset");
         let (observe, apply) = match shell {
-            Shell::Powershell => (powershell::observe_script(&spec), powershell::apply_script(&spec, &changes)),
+            Shell::Powershell => {
+                (powershell::observe_script(&spec, None), powershell::apply_script(&spec, &changes, &[]))
+            }
             Shell::Posix => (dialect::observe(&spec, None).input, dialect::apply(&spec, &facts, &changes, &[]).input),
         };
         for (kind, text) in [("observe", observe), ("apply", apply)] {
@@ -83,7 +85,7 @@ fn powershell_travels_as_one_line_that_decodes_to_the_script() {
     assert_eq!(script.input.matches('\n').count(), 1, "one line: -Command - runs its input line by line");
     let b64 = script.input.split('\'').nth(1).unwrap();
     let decoded = base64::engine::general_purpose::STANDARD.decode(b64).unwrap();
-    assert_eq!(String::from_utf8(decoded).unwrap(), powershell::observe_script(&spec));
+    assert_eq!(String::from_utf8(decoded).unwrap(), powershell::observe_script(&spec, None));
 }
 
 #[test]
@@ -93,7 +95,9 @@ fn no_repository_value_appears_in_clear() {
         let facts = facts(&spec);
         let changes = plan_node(&spec, &facts);
         let texts = match shell {
-            Shell::Powershell => [powershell::observe_script(&spec), powershell::apply_script(&spec, &changes)],
+            Shell::Powershell => {
+                [powershell::observe_script(&spec, None), powershell::apply_script(&spec, &changes, &[])]
+            }
             Shell::Posix => [dialect::observe(&spec, None).input, dialect::apply(&spec, &facts, &changes, &[]).input],
         };
         for text in texts {

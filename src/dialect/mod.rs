@@ -16,6 +16,7 @@
 pub mod posix;
 pub mod posix_lifecycle;
 pub mod powershell;
+pub mod powershell_lifecycle;
 pub mod systemd;
 
 use base64::Engine;

@@ -19,7 +19,7 @@
 
 use std::fmt::Write;
 
-use super::{ObserveList, Script, b64};
+use super::{ObserveList, Script, b64, powershell_lifecycle};
 use crate::lifecycle::plan::LifecycleChange;
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION};
 use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
@@ -39,8 +39,9 @@ $envKeyPath = 'SYSTEM\CurrentControlSet\Control\Session Manager\Environment'
 $raw = [Microsoft.Win32.RegistryValueOptions]::DoNotExpandEnvironmentNames
 "#;
 
-/// The observation script (readable form; see [`wrap`]).
-pub fn observe_script(spec: &NodeSpec) -> String {
+/// The observation script (readable form; see [`wrap`]); with a lifecycle
+/// list, the lifecycle's facts too.
+pub fn observe_script(spec: &NodeSpec, lifecycle: Option<&ObserveList>) -> String {
     let mut s = PRELUDE.to_owned();
     let _ = writeln!(s, "$reg = ConvertFrom-WfBase64 '{}'", b64(&spec.registries_dir));
     let services: Vec<String> =
@@ -73,15 +74,28 @@ pub fn observe_script(spec: &NodeSpec) -> String {
     $svc = Get-Service -Name $name -ErrorAction SilentlyContinue
     if ($null -eq $svc) { Write-WfToken 'service' $name 'absent' } else { Write-WfToken 'service' $name ([string]$svc.Status) }
   }
-  Write-WfToken 'end'
-} catch { Write-WfToken 'error' $_.Exception.Message }
 "#,
     );
+    if let (Some(spec), Some(list)) = (&spec.lifecycle, lifecycle) {
+        s.push_str(&powershell_lifecycle::observe(spec, list));
+    }
+    s.push_str("  Write-WfToken 'end'\n} catch { Write-WfToken 'error' $_.Exception.Message }\n");
     s
 }
 
+/// The preparation script of the lifecycle (readable form; see [`wrap`]),
+/// when there is anything to prepare.
+pub fn prepare_script(lifecycle: &[(usize, &LifecycleChange<'_>)]) -> Option<String> {
+    let body = powershell_lifecycle::prepare(lifecycle)?;
+    let mut s = PRELUDE.to_owned();
+    let _ = writeln!(s, "Write-WfToken '{OUTCOMES_MARKER}' '{OUTCOMES_VERSION}'");
+    s.push_str(&body);
+    s.push_str("Write-WfToken 'end'\n");
+    Some(s)
+}
+
 /// The apply script (readable form; see [`wrap`]).
-pub fn apply_script(spec: &NodeSpec, changes: &[Change<'_>]) -> String {
+pub fn apply_script(spec: &NodeSpec, changes: &[Change<'_>], lifecycle: &[(usize, &LifecycleChange<'_>)]) -> String {
     let mut s = PRELUDE.to_owned();
     s.push_str(
         r#"function Set-WfFile($i, [string]$dir, [string]$name, [string]$content) {
@@ -147,6 +161,9 @@ function Set-WfEnvironment($i, [string]$name, $value) {
             Change::UnsetEnv { name, .. } => writeln!(s, "Set-WfEnvironment {i} '{name}' $null"),
         };
     }
+    if spec.lifecycle.is_some() && !lifecycle.is_empty() {
+        s.push_str(&powershell_lifecycle::apply(lifecycle));
+    }
     s.push_str("Write-WfToken 'end'\n");
     s
 }
@@ -161,16 +178,17 @@ pub fn wrap(script: &str) -> String {
 }
 
 /// The observation [`Script`].
-pub fn observe(spec: &NodeSpec, _lifecycle: Option<&ObserveList>) -> Script {
-    Script { command: COMMAND, input: wrap(&observe_script(spec)) }
+pub fn observe(spec: &NodeSpec, lifecycle: Option<&ObserveList>) -> Script {
+    Script { command: COMMAND, input: wrap(&observe_script(spec, lifecycle)) }
 }
 
 /// The preparation [`Script`] of the lifecycle changes.
-pub fn prepare(_spec: &NodeSpec, _lifecycle: &[(usize, &LifecycleChange<'_>)]) -> Option<Script> {
-    None
+pub fn prepare(spec: &NodeSpec, lifecycle: &[(usize, &LifecycleChange<'_>)]) -> Option<Script> {
+    spec.lifecycle.as_ref()?;
+    Some(Script { command: COMMAND, input: wrap(&prepare_script(lifecycle)?) })
 }
 
 /// The apply [`Script`].
-pub fn apply(spec: &NodeSpec, changes: &[Change<'_>], _lifecycle: &[(usize, &LifecycleChange<'_>)]) -> Script {
-    Script { command: COMMAND, input: wrap(&apply_script(spec, changes)) }
+pub fn apply(spec: &NodeSpec, changes: &[Change<'_>], lifecycle: &[(usize, &LifecycleChange<'_>)]) -> Script {
+    Script { command: COMMAND, input: wrap(&apply_script(spec, changes, lifecycle)) }
 }

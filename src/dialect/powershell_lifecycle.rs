@@ -1,0 +1,254 @@
+//! The lifecycle in the PowerShell dialect: the observation part, the
+//! preparation script (directories and upload staging) and the apply part
+//! (finishing uploads, generated files, Windows services, stops and starts).
+//!
+//! Every repository and cluster value arrives in one base64 JSON document
+//! per step (`ConvertFrom-Json`) or as a base64 literal: nothing is spliced
+//! into code. Services are created with `New-Service` and changed through
+//! the service manager (`Win32_Service.Change`), whose parameters are bound,
+//! not parsed from a command line; the description is WMCO's
+//! `OpenShift managed <name>` and the start type automatic. Pre-scripts run
+//! in this PowerShell session with the process execution policy set to
+//! Bypass, as WMCO's WICD runs them (`-ExecutionPolicy Bypass`).
+
+use std::fmt::Write;
+
+use serde_json::json;
+
+use super::b64;
+use super::posix_lifecycle::{ObserveList, STAGING, split};
+use crate::desired::kinds::instances::Shell;
+use crate::lifecycle::LifecycleSpec;
+use crate::lifecycle::facts::Definition;
+use crate::lifecycle::plan::LifecycleChange;
+use crate::lifecycle::record::{HEADER, record_path};
+
+/// The observation part (inside the observation's `try`).
+pub fn observe(spec: &LifecycleSpec, list: &ObserveList) -> String {
+    let input = json!({
+        "dirs": spec.directories,
+        "files": list.files.iter().map(|(p, k)| json!({ "p": p, "k": k })).collect::<Vec<_>>(),
+        "services": spec.services.iter().map(|s| &s.name).collect::<Vec<_>>(),
+        "vars": list.variables.iter().map(|(s, v, script)| json!({ "s": s, "v": v, "script": script })).collect::<Vec<_>>(),
+    });
+    let mut s = String::new();
+    let _ = writeln!(s, "  $lc = ConvertFrom-WfBase64 '{}' | ConvertFrom-Json", b64(&input.to_string()));
+    s.push_str(OBSERVE);
+    s
+}
+
+const OBSERVE: &str = r#"  Set-ExecutionPolicy -Scope Process -ExecutionPolicy Bypass -Force
+  Write-WfToken 'home' ([string]$env:USERPROFILE)
+  foreach ($d in @($lc.dirs)) {
+    if ([System.IO.Directory]::Exists($d)) { Write-WfToken 'ldir' $d 'present' } else { Write-WfToken 'ldir' $d 'absent' }
+  }
+  foreach ($f in @($lc.files)) {
+    $fi = New-Object System.IO.FileInfo $f.p
+    if (-not $fi.Exists) { Write-WfToken 'lfile' $f.p 'absent'; continue }
+    $key = '{0}:{1}:{2}' -f $fi.Length, $fi.CreationTimeUtc.Ticks, $fi.LastWriteTimeUtc.Ticks
+    if ($key -ceq [string]$f.k) { Write-WfToken 'lfile' $f.p 'same' $key; continue }
+    try { Write-WfToken 'lfile' $f.p 'sum' $key (Get-FileHash -Algorithm SHA256 -LiteralPath $f.p).Hash }
+    catch { Write-WfToken 'lfile' $f.p 'key' $key }
+  }
+  foreach ($n in @($lc.services)) {
+    $svc = Get-Service -Name $n -ErrorAction SilentlyContinue
+    if ($null -eq $svc) { Write-WfToken 'lsvc' $n 'absent' 'win' '' '' '' ''; continue }
+    $k = [Microsoft.Win32.Registry]::LocalMachine.OpenSubKey('SYSTEM\CurrentControlSet\Services\' + $n)
+    $deps = @($k.GetValue('DependOnService', @())) -join "`n"
+    Write-WfToken 'lsvc' $n ([string]$svc.Status) 'win' ([string]$k.GetValue('ImagePath', '', $raw)) ([string]$k.GetValue('Description', '', $raw)) $deps ([string]$k.GetValue('Start', ''))
+  }
+  foreach ($v in @($lc.vars)) {
+    try { Write-WfToken 'lvar' $v.s $v.v 'ok' ((& ([ScriptBlock]::Create($v.script)) | Out-String).Trim()) }
+    catch { Write-WfToken 'lvar' $v.s $v.v 'err' $_.Exception.Message }
+  }
+"#;
+
+fn record_setup() -> String {
+    let mut s = String::new();
+    let _ = writeln!(s, "$rec = ConvertFrom-WfBase64 '{}'", b64(record_path(Shell::Powershell)));
+    let _ = writeln!(s, "$recHeader = ConvertFrom-WfBase64 '{}'", b64(HEADER));
+    s.push_str(
+        r#"function Add-WfRecord([string]$line) {
+  [void][System.IO.Directory]::CreateDirectory([System.IO.Path]::GetDirectoryName($rec))
+  if (-not [System.IO.File]::Exists($rec)) { [System.IO.File]::WriteAllText($rec, $recHeader + "`n", $enc) }
+  [System.IO.File]::AppendAllText($rec, $line + "`n", $enc)
+}
+function New-WfDirectory($i, [string]$p) {
+  try {
+    if ([System.IO.Directory]::Exists($p)) { if ($null -ne $i) { Write-WfToken 'op' $i 'unchanged' }; return }
+    Add-WfRecord ('dir ' + $p)
+    [void][System.IO.Directory]::CreateDirectory($p)
+    if ($null -ne $i) { Write-WfToken 'op' $i 'applied' }
+  } catch { if ($null -ne $i) { Write-WfToken 'op' $i 'failed' $_.Exception.Message } }
+}
+"#,
+    );
+    s
+}
+
+/// The preparation script's body (after the outcomes marker): directories
+/// (recorded before they are created) and the staging directories of the
+/// uploads. `None` when there is nothing to prepare.
+pub fn prepare(changes: &[(usize, &LifecycleChange<'_>)]) -> Option<String> {
+    let mut dirs: Vec<serde_json::Value> = Vec::new();
+    let mut staging: Vec<String> = Vec::new();
+    for (i, change) in changes {
+        match change {
+            LifecycleChange::CreateDir { path } => dirs.push(json!({ "i": i, "p": path })),
+            LifecycleChange::Upload { file, .. } => {
+                let stage = format!("{}\\{STAGING}", split(&file.path, Shell::Powershell).0);
+                if !staging.contains(&stage) {
+                    staging.push(stage);
+                }
+            }
+            _ => {}
+        }
+    }
+    dirs.extend(staging.iter().map(|p| json!({ "i": null, "p": p })));
+    if dirs.is_empty() {
+        return None;
+    }
+    let mut s = record_setup();
+    // `ConvertFrom-Json` of an array, as an expression: Windows PowerShell
+    // 5.1 writes a JSON array to the pipeline as one object, so `@(… |
+    // ConvertFrom-Json)` would be an array holding the array.
+    let _ = writeln!(
+        s,
+        "foreach ($d in (ConvertFrom-Json (ConvertFrom-WfBase64 '{}'))) {{ New-WfDirectory $d.i $d.p }}",
+        b64(&serde_json::Value::Array(dirs).to_string())
+    );
+    Some(s)
+}
+
+/// The apply part of the lifecycle changes (after the outcomes marker), in
+/// the plan's order by kind: stops, uploads finished, generated files,
+/// service definitions, starts.
+pub fn apply(changes: &[(usize, &LifecycleChange<'_>)]) -> String {
+    let (mut stops, mut files, mut services, mut starts) = (String::new(), String::new(), String::new(), String::new());
+    let mut uploads: Vec<serde_json::Value> = Vec::new();
+    for (i, change) in changes {
+        match change {
+            LifecycleChange::Stop { service } => {
+                let _ = writeln!(stops, "Stop-WfService {i} (ConvertFrom-WfBase64 '{}')", b64(&service.name));
+            }
+            LifecycleChange::Upload { file, .. } => {
+                let (dir, name) = split(&file.path, Shell::Powershell);
+                uploads.push(json!({ "i": i, "d": dir, "n": name, "s": file.sha256 }));
+            }
+            LifecycleChange::WriteGenerated { file, .. } => {
+                let (dir, name) = split(&file.path, Shell::Powershell);
+                let _ = writeln!(
+                    files,
+                    "Set-WfGenerated {i} (ConvertFrom-WfBase64 '{}') (ConvertFrom-WfBase64 '{}') '{}' '{}'",
+                    b64(dir),
+                    b64(name),
+                    b64(file.file.content()),
+                    file.file.sha256()
+                );
+            }
+            LifecycleChange::Define {
+                service,
+                definition: Definition::Windows { image_path, description, dependencies, .. },
+                ..
+            } => {
+                let input = json!({ "n": service.name, "p": image_path, "d": description, "deps": dependencies });
+                let _ = writeln!(
+                    services,
+                    "Set-WfService {i} (ConvertFrom-WfBase64 '{}' | ConvertFrom-Json)",
+                    b64(&input.to_string())
+                );
+            }
+            LifecycleChange::Define { .. } => {
+                let _ =
+                    writeln!(services, "Write-WfToken 'op' {i} 'failed' 'a Windows node needs a service definition'");
+            }
+            LifecycleChange::Start { service, pre_scripts, .. } => {
+                let scripts: Vec<String> = pre_scripts.iter().map(|p| b64(p)).collect();
+                let input = json!({ "n": service.name, "pre": scripts });
+                let _ = writeln!(
+                    starts,
+                    "Start-WfService {i} (ConvertFrom-WfBase64 '{}' | ConvertFrom-Json)",
+                    b64(&input.to_string())
+                );
+            }
+            LifecycleChange::CreateDir { .. } => {}
+        }
+    }
+    let mut s = record_setup();
+    s.push_str(HELPERS);
+    s.push_str(&stops);
+    if !uploads.is_empty() {
+        let _ = writeln!(
+            s,
+            "Complete-WfUploads (ConvertFrom-Json (ConvertFrom-WfBase64 '{}'))",
+            b64(&serde_json::Value::Array(uploads).to_string())
+        );
+    }
+    s.push_str(&files);
+    s.push_str(&services);
+    s.push_str(&starts);
+    s
+}
+
+const HELPERS: &str = r#"Set-ExecutionPolicy -Scope Process -ExecutionPolicy Bypass -Force
+function Stop-WfService($i, [string]$name) {
+  try { Stop-Service -Name $name -Force -ErrorAction Stop; Write-WfToken 'op' $i 'applied' }
+  catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
+}
+function Complete-WfUploads($list) {
+  foreach ($u in $list) {
+    try {
+      $staged = [System.IO.Path]::Combine($u.d, '.winfleet-staging', $u.n)
+      $target = [System.IO.Path]::Combine($u.d, $u.n)
+      if (-not [System.IO.File]::Exists($staged)) { Write-WfToken 'op' $u.i 'failed' 'the upload did not arrive'; continue }
+      $sum = (Get-FileHash -Algorithm SHA256 -LiteralPath $staged).Hash.ToLowerInvariant()
+      if ($sum -cne $u.s) {
+        [System.IO.File]::Delete($staged)
+        Write-WfToken 'op' $u.i 'failed' ('the upload arrived with SHA-256 ' + $sum + ', expected ' + $u.s)
+        continue
+      }
+      Add-WfRecord ('file ' + $u.s + ' ' + $target)
+      if ([System.IO.File]::Exists($target)) {
+        $old = $target + '.winfleet-old'
+        [System.IO.File]::Replace($staged, $target, $old)
+        [System.IO.File]::Delete($old)
+      } else { [System.IO.File]::Move($staged, $target) }
+      Write-WfToken 'op' $u.i 'applied'
+    } catch { Write-WfToken 'op' $u.i 'failed' $_.Exception.Message }
+  }
+  foreach ($d in @($list | ForEach-Object { $_.d } | Sort-Object -Unique)) {
+    $stage = [System.IO.Path]::Combine($d, '.winfleet-staging')
+    try { if (@(Get-ChildItem -LiteralPath $stage -Force).Count -eq 0) { [System.IO.Directory]::Delete($stage) } } catch {}
+  }
+}
+function Set-WfGenerated($i, [string]$dir, [string]$name, [string]$content, [string]$sum) {
+  try { Add-WfRecord ('file ' + $sum + ' ' + [System.IO.Path]::Combine($dir, $name)) }
+  catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message; return }
+  Set-WfFile $i $dir $name $content
+}
+function Set-WfService($i, $s) {
+  try {
+    $deps = [string[]]@($s.deps)
+    $svc = Get-Service -Name $s.n -ErrorAction SilentlyContinue
+    if ($null -eq $svc) {
+      Add-WfRecord ('service ' + $s.n)
+      $p = @{ Name = $s.n; BinaryPathName = $s.p; Description = $s.d; StartupType = 'Automatic' }
+      if ($deps.Count -gt 0) { $p.DependsOn = $deps }
+      [void](New-Service @p)
+    } else {
+      $w = Get-CimInstance -ClassName Win32_Service | Where-Object { $_.Name -eq $s.n }
+      $r = Invoke-CimMethod -InputObject $w -MethodName Change -Arguments @{ PathName = $s.p; StartMode = 'Automatic'; ServiceDependencies = $deps }
+      if ($r.ReturnValue -ne 0) { throw ('the service manager refused the change (Win32_Service.Change returned ' + $r.ReturnValue + ')') }
+      Set-ItemProperty -LiteralPath ('HKLM:\SYSTEM\CurrentControlSet\Services\' + $s.n) -Name 'Description' -Value $s.d
+    }
+    Write-WfToken 'op' $i 'applied'
+  } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
+}
+function Start-WfService($i, $s) {
+  try {
+    foreach ($pre in @($s.pre)) { [void](& ([ScriptBlock]::Create((ConvertFrom-WfBase64 $pre)))) }
+  } catch { Write-WfToken 'op' $i 'failed' ('a pre-script failed: ' + $_.Exception.Message); return }
+  try { Start-Service -Name $s.n -ErrorAction Stop; Write-WfToken 'op' $i 'applied' }
+  catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
+}
+"#;

@@ -1,0 +1,213 @@
+//! Golden scripts of the node lifecycle: what each dialect sends to a node
+//! to observe, prepare and apply a configure, byte for byte. The PowerShell
+//! scripts cannot run here (no Windows host); they are pinned by these
+//! files and reviewed by hand: every repository and cluster value must
+//! reach the node only inside a base64 literal.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use winfleet::desired::kinds::instances::Shell;
+use winfleet::desired::services::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
+use winfleet::dialect::{self, ObserveList, powershell};
+use winfleet::lifecycle::facts::{Definition, FileFact, LifecycleFacts, ServiceFact};
+use winfleet::lifecycle::material::{ClusterMaterial, render};
+use winfleet::lifecycle::plan::{Context, LifecycleChange, plan_lifecycle};
+use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, Mode, NodeFile};
+use winfleet::node::NodeSpec;
+use winfleet::node::facts::{NodeFacts, ServiceState};
+
+const TOKEN: &str = "TOKEN-SENTINEL";
+
+fn manifest(shell: Shell) -> ServicesManifest {
+    let (containerd, kubelet, exclusion) = match shell {
+        Shell::Powershell => (
+            r"C:\k\containerd\containerd.exe --config C:\k\containerd\containerd_conf.toml --run-service",
+            r"C:\k\kubelet.exe --config=C:\k\kubelet.conf --node-ip=NODE_IP --hostname-override=NODE_NAME",
+            r"C:\Temp\windows-defender-exclusion.ps1 -BinPath C:\k\containerd\containerd.exe",
+        ),
+        Shell::Posix => (
+            "payload/containerd/containerd --config payload/containerd/containerd_conf.toml",
+            "payload/kube-node/kubelet --config=payload/kubelet.conf --node-ip=NODE_IP --hostname-override=NODE_NAME",
+            "echo 'quoted $(not run)' >/dev/null",
+        ),
+    };
+    let ip_script = match shell {
+        Shell::Powershell => {
+            "(Get-NetRoute -DestinationPrefix '0.0.0.0/0' | Get-NetIpAddress -AddressFamily IPv4 -ifIndex {$_.ifIndex}[0]).IPAddress"
+        }
+        Shell::Posix => "ip -4 route get 1 | sed -n 's/.* src \\([^ ]*\\).*/\\1/p'",
+    };
+    ServicesManifest {
+        name: "windows-services-golden".into(),
+        origin: "services.yaml".into(),
+        services: vec![
+            ServiceDef {
+                name: "containerd".into(),
+                command: containerd.into(),
+                node_variables: vec![],
+                pre_scripts: vec![PreScript { variable: None, path: exclusion.into(), node_args: vec![] }],
+                dependencies: vec![],
+                bootstrap: true,
+                priority: 0,
+            },
+            ServiceDef {
+                name: "kubelet".into(),
+                command: kubelet.into(),
+                node_variables: vec![NodeVariable {
+                    name: "NODE_NAME".into(),
+                    path: NodeJsonPath::parse("{.metadata.name}").unwrap(),
+                }],
+                pre_scripts: vec![PreScript {
+                    variable: Some("NODE_IP".into()),
+                    path: ip_script.into(),
+                    node_args: vec![],
+                }],
+                dependencies: vec!["containerd".into()],
+                bootstrap: false,
+                priority: 1,
+            },
+        ],
+        digest: "ab".repeat(32),
+        canonical: String::new(),
+    }
+}
+
+fn spec(shell: Shell) -> NodeSpec {
+    let dirs = LifecycleDirs { posix_payload: "payload", posix_units: "/etc/systemd/system", registries: "certs.d" };
+    let mut lifecycle = LifecycleSpec::new(shell, &format!("sha256:{}", "cd".repeat(32)), &manifest(shell), dirs);
+    let file = |rel: &str, path: &str, sha: char| NodeFile {
+        path: path.into(),
+        rel: rel.into(),
+        sha256: sha.to_string().repeat(64),
+        size: 1024,
+        mode: 0o755,
+        source: PathBuf::from("/unused"),
+    };
+    lifecycle.files = match shell {
+        Shell::Powershell => vec![
+            file("containerd/containerd.exe", r"C:\k\containerd\containerd.exe", 'a'),
+            file("kube-node/kubelet.exe", r"C:\k\kubelet.exe", 'b'),
+            file("powershell/windows-defender-exclusion.ps1", r"C:\Temp\windows-defender-exclusion.ps1", 'c'),
+        ],
+        Shell::Posix => vec![
+            file("containerd/containerd", "payload/containerd/containerd", 'a'),
+            file("kube-node/kubelet", "payload/kube-node/kubelet", 'b'),
+        ],
+    };
+    let material = ClusterMaterial {
+        api_server_url: "https://api-int.example.corp:6443".into(),
+        bootstrap_token: TOKEN.into(),
+        bootstrap_ca: "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n".into(),
+        kubelet_ca: "-----BEGIN CERTIFICATE-----\nKCA\n-----END CERTIFICATE-----\n".into(),
+        cluster_dns: "172.30.0.10".into(),
+    };
+    let generated = render(&lifecycle, &material);
+    lifecycle = lifecycle.with_generated(generated);
+    let mut spec = NodeSpec::empty(shell);
+    spec.registries_dir = "certs.d".into();
+    spec.lifecycle = Some(Arc::new(lifecycle));
+    spec
+}
+
+/// containerd runs with an old definition; everything else is missing.
+fn facts(shell: Shell) -> NodeFacts {
+    let mut lifecycle = LifecycleFacts { home: Some("/home/node".into()), ..LifecycleFacts::default() };
+    let old = match shell {
+        Shell::Powershell => Definition::Windows {
+            image_path: r"C:\k\containerd\containerd.exe --old".into(),
+            description: "OpenShift managed containerd".into(),
+            dependencies: vec![],
+            start: "2".into(),
+        },
+        Shell::Posix => Definition::Unit { sha256: "0".repeat(64) },
+    };
+    lifecycle.services.insert("containerd".into(), ServiceFact { state: ServiceState::Running, definition: Some(old) });
+    lifecycle.variables.insert(("kubelet".into(), "NODE_IP".into()), Ok("10.0.0.5".into()));
+    lifecycle.files.insert("ignored".into(), FileFact::Absent);
+    NodeFacts { lifecycle, ..NodeFacts::default() }
+}
+
+fn scripts(shell: Shell) -> Vec<(&'static str, String)> {
+    let spec = spec(shell);
+    let facts = facts(shell);
+    let lifecycle = spec.lifecycle.as_deref().unwrap();
+    let node = serde_json::json!({ "metadata": { "name": "win-1" } });
+    let plan =
+        plan_lifecycle(lifecycle, &facts.lifecycle, Context { mode: Mode::Join, node: Some(&node), disrupt: true });
+    let kinds: Vec<&str> = plan
+        .changes
+        .iter()
+        .map(|c| match c {
+            LifecycleChange::Stop { .. } => "stop",
+            LifecycleChange::CreateDir { .. } => "mkdir",
+            LifecycleChange::Upload { .. } => "upload",
+            LifecycleChange::WriteGenerated { .. } => "generated",
+            LifecycleChange::Define { .. } => "define",
+            LifecycleChange::Start { .. } => "start",
+        })
+        .collect();
+    for kind in ["stop", "mkdir", "upload", "generated", "define", "start"] {
+        assert!(kinds.contains(&kind), "the golden plan covers {kind}: {kinds:?}");
+    }
+    let indexed: Vec<(usize, &LifecycleChange<'_>)> = plan.changes.iter().enumerate().collect();
+    let rest: Vec<(usize, &LifecycleChange<'_>)> =
+        indexed.iter().filter(|(_, c)| !c.is_preparation()).copied().collect();
+    let list = ObserveList {
+        files: lifecycle.files.iter().map(|f| (f.path.clone(), "1024:1:2:3".to_owned())).collect(),
+        variables: vec![("kubelet".into(), "NODE_IP".into(), "hostname -I".into())],
+    };
+    match shell {
+        Shell::Powershell => vec![
+            ("observe", powershell::observe_script(&spec, Some(&list))),
+            ("prepare", powershell::prepare_script(&indexed).unwrap()),
+            ("apply", powershell::apply_script(&spec, &[], &rest)),
+        ],
+        Shell::Posix => vec![
+            ("observe", dialect::observe(&spec, Some(&list)).input),
+            ("prepare", dialect::prepare(&spec, &indexed).unwrap().input),
+            ("apply", dialect::apply(&spec, &facts, &[], &rest).input),
+        ],
+    }
+}
+
+#[test]
+fn lifecycle_scripts_match_their_golden_files() {
+    let mut failures = Vec::new();
+    for (shell, name, ext) in [(Shell::Powershell, "powershell", "ps1"), (Shell::Posix, "posix", "sh")] {
+        for (kind, text) in scripts(shell) {
+            let path = support::fixture(&format!("dialect/lifecycle/{name}-{kind}.{ext}"));
+            if let Err(e) = support::check_golden(&path, &text) {
+                failures.push(e);
+            }
+        }
+    }
+    support::report(failures);
+}
+
+#[test]
+fn no_repository_or_cluster_value_appears_in_clear() {
+    for shell in [Shell::Powershell, Shell::Posix] {
+        for (kind, text) in scripts(shell) {
+            for value in [
+                TOKEN,
+                "api-int.example.corp",
+                "kubelet.conf",
+                "NODE_IP",
+                "win-1",
+                "10.0.0.5",
+                "containerd.exe",
+                "Get-NetRoute",
+                "not run",
+                "hostname -I",
+                "OpenShift managed",
+            ] {
+                assert!(!text.contains(value), "{value} appears in clear in the {shell:?} {kind} script");
+            }
+        }
+    }
+}
