@@ -1,11 +1,15 @@
 //! The cluster watch: a Windows Node, or a Windows Machine that reaches
 //! `Running` with an address, that was not there before becomes a
 //! [`Trigger::ClusterChange`] carrying its addresses, so the daemon
-//! reconciles that node at once instead of at the next drift check.
+//! reconciles that node at once instead of at the next drift check. A new
+//! pending kubelet CSR becomes a change without addresses (a whole-fleet
+//! round: which instance it is for is known only from the host names the
+//! round observes), so a joining host's CSR is approved at once.
 
 use std::collections::BTreeSet;
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::WatchStreamExt;
@@ -15,11 +19,13 @@ use tokio_util::sync::CancellationToken;
 
 use super::trigger::{Trigger, TriggerSender};
 use crate::cluster::MACHINE_API_NAMESPACE;
+use crate::cluster::csr::{CLIENT_SIGNER, SERVING_SIGNER};
 use crate::cluster::observe::{WINDOWS_MACHINES, WINDOWS_NODES, machine_resource};
 
 /// Watches Windows Nodes and Machines until `shutdown`.
 pub async fn run(client: Client, triggers: TriggerSender, shutdown: CancellationToken) {
     let nodes: Api<Node> = Api::all(client.clone());
+    let client_for_csrs = client.clone();
     let machines: Api<DynamicObject> = Api::namespaced_with(client, MACHINE_API_NAMESPACE, &machine_resource());
     let node_events = watcher::watcher(nodes, watcher::Config::default().labels(WINDOWS_NODES))
         .default_backoff()
@@ -27,16 +33,29 @@ pub async fn run(client: Client, triggers: TriggerSender, shutdown: Cancellation
     let machine_events = watcher::watcher(machines, watcher::Config::default().labels(WINDOWS_MACHINES))
         .default_backoff()
         .map(|e| e.map(|e| summarize(e, |m: DynamicObject| (m.name_any(), running_machine_addresses(&m)))));
+    let csrs: Api<CertificateSigningRequest> = Api::all(client_for_csrs);
+    let csr_events = watcher::watcher(csrs, watcher::Config::default())
+        .default_backoff()
+        .map(|e| e.map(|e| summarize(e, |c: CertificateSigningRequest| (c.name_any(), pending_kubelet_csr(&c)))));
     tokio::select! {
         () = shutdown.cancelled() => {}
-        () = forward("Node", node_events, &triggers) => {}
-        () = forward("Machine", machine_events, &triggers) => {}
+        () = forward("Node", node_events, &triggers, |a| a) => {}
+        () = forward("Machine", machine_events, &triggers, |a| a) => {}
+        () = forward("CSR", csr_events, &triggers, |_| Vec::new()) => {}
     }
+}
+
+/// A pending CSR of a kubelet signer: its signer (as the "address" that
+/// marks it new); nothing otherwise.
+fn pending_kubelet_csr(csr: &CertificateSigningRequest) -> Vec<String> {
+    let decided = csr.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| !c.is_empty());
+    let kubelet = [CLIENT_SIGNER, SERVING_SIGNER].contains(&csr.spec.signer_name.as_str());
+    if kubelet && !decided { vec![csr.spec.signer_name.clone()] } else { Vec::new() }
 }
 
 /// Sends a trigger for every object that newly has addresses; the initial
 /// listing (and every re-listing) only records what exists.
-async fn forward<S>(kind: &str, events: S, triggers: &TriggerSender)
+async fn forward<S>(kind: &str, events: S, triggers: &TriggerSender, to_addresses: impl Fn(Vec<String>) -> Vec<String>)
 where
     S: Stream<Item = Result<Event<(String, Vec<String>)>, watcher::Error>>,
 {
@@ -47,6 +66,7 @@ where
             Ok(event) => {
                 if let Some(addresses) = known.event(event) {
                     tracing::info!(kind, addresses = ?addresses, "a new Windows {kind} appeared; reconciling it");
+                    let addresses = to_addresses(addresses);
                     if triggers.send(Trigger::ClusterChange { addresses }).is_err() {
                         return;
                     }

@@ -12,6 +12,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::trigger::Trigger;
+use crate::cluster::join::JoinResult;
 use crate::cluster::rollout::{RebootResult, RebootStage};
 use crate::engine::report::NodeResult;
 use crate::reconcile::report::RoundReport;
@@ -241,6 +242,14 @@ pub fn node_outcomes(report: &RoundReport) -> BTreeMap<&str, NodeOutcome> {
         if !reboot.address.is_empty() {
             outcomes.insert(reboot.address.as_str(), outcome);
         }
+    }
+    for join in report.cluster.iter().flat_map(|c| &c.joins) {
+        let outcome = match &join.result {
+            JoinResult::Joined | JoinResult::Planned { .. } => continue,
+            JoinResult::NotStarted { .. } => NodeOutcome::Waiting,
+            JoinResult::Failed { .. } => NodeOutcome::Transient,
+        };
+        outcomes.insert(join.address.as_str(), outcome);
     }
     outcomes
 }

@@ -184,6 +184,14 @@ pub enum Operation {
         /// an offline plan).
         command: String,
     },
+    /// Change the pinned payload (every file whose content differs is
+    /// replaced, with an upgrade).
+    PinPayload {
+        /// The digest before (`None`: no payload yet).
+        from: Option<String>,
+        /// The digest after.
+        to: String,
+    },
     /// Stop a service before its files or definition change.
     StopService {
         /// Service name.
@@ -224,6 +232,8 @@ impl Operation {
             Operation::DefineService { name, created, command } => {
                 format!("{} service {name}: {command}", if *created { "+" } else { "~" })
             }
+            Operation::PinPayload { from: None, to } => format!("+ payload {to} (the files from --payload-dir)"),
+            Operation::PinPayload { from: Some(from), to } => format!("~ payload {from} -> {to}"),
             Operation::StopService { name } => format!("■ stop service {name}"),
             Operation::StartService { name, why } => format!("▶ start service {name} ({why})"),
         }

@@ -13,6 +13,7 @@ use super::{
     SettingChange, fields,
 };
 use crate::desired::{Desired, Instance};
+use crate::lifecycle::LifecycleSpec;
 use crate::node::{HOSTS_TOML, MANAGED_ENVIRONMENT, NodeSpec, display_env_value, node_path};
 
 /// Plans the change from `base` to `head`. A missing base (an invalid or
@@ -149,6 +150,10 @@ pub fn operations(base: Option<&NodeSpec>, head: Option<&NodeSpec>) -> Vec<Opera
             ops.push(Operation::RemoveRegistry { path: node_path(b.shell, &b.registries_dir, &[dir]) });
         }
     }
+    ops.extend(lifecycle_operations(
+        base.and_then(|b| b.lifecycle.as_deref()),
+        head.and_then(|h| h.lifecycle.as_deref()),
+    ));
     for name in MANAGED_ENVIRONMENT {
         let from = base.and_then(|b| b.environment.get(name));
         let to = head.and_then(|h| h.environment.get(name));
@@ -161,6 +166,31 @@ pub fn operations(base: Option<&NodeSpec>, head: Option<&NodeSpec>) -> Vec<Opera
             (Some(f), None) => ops.push(Operation::UnsetEnv { name: name.to_owned(), from: display_env_value(f) }),
             _ => {}
         }
+    }
+    ops
+}
+
+/// The lifecycle part of a node's change: the payload pin and the services
+/// (commands with their variable names: the values are the node's). A new
+/// instance gets every service, created and started; an instance whose
+/// version changes is upgraded (the plan's warnings say so).
+fn lifecycle_operations(base: Option<&LifecycleSpec>, head: Option<&LifecycleSpec>) -> Vec<Operation> {
+    let Some(head) = head else { return Vec::new() };
+    let mut ops = Vec::new();
+    let from = base.map(|b| b.payload_digest.clone());
+    if from.as_deref() != Some(head.payload_digest.as_str()) {
+        ops.push(Operation::PinPayload { from, to: head.payload_digest.clone() });
+    }
+    for service in &head.services {
+        let old = base.and_then(|b| b.services.iter().find(|s| s.name == service.name));
+        if old == Some(service) {
+            continue;
+        }
+        ops.push(Operation::DefineService {
+            name: service.name.clone(),
+            created: old.is_none(),
+            command: service.command.clone(),
+        });
     }
     ops
 }
@@ -192,6 +222,27 @@ fn machine_set_changes(base: Option<&Desired>, head: &Desired) -> Vec<MachineSet
             })
         })
         .collect()
+}
+
+/// The instances that stay and whose desired version changes: each is
+/// upgraded (cordon, drain, services stopped, files replaced, restarted).
+fn upgrades(base: Option<&Desired>, head: &Desired) -> Option<String> {
+    let base = base?;
+    let version = |i: &Instance| i.spec.lifecycle.as_ref().map(|l| l.version.clone());
+    let nodes: Vec<&str> = head
+        .instances
+        .iter()
+        .filter(|(a, h)| base.instances.get(*a).is_some_and(|b| version(b).is_some() && version(b) != version(h)))
+        .map(|(a, _)| a.as_str())
+        .collect();
+    (!nodes.is_empty()).then(|| {
+        format!(
+            "{} node(s) move to a new payload or services manifest and are upgraded, each drained first, at most {} at a time: {}",
+            nodes.len(),
+            head.fleet.max_unavailable,
+            nodes.join(", ")
+        )
+    })
 }
 
 fn warnings(base: Option<&Desired>, head: &Desired, plan: &Plan) -> Vec<String> {
@@ -230,6 +281,9 @@ fn warnings(base: Option<&Desired>, head: &Desired, plan: &Plan) -> Vec<String> 
                 removed * 100 / total
             ));
         }
+    }
+    if let Some(upgrade) = upgrades(base, head) {
+        out.push(upgrade);
     }
     if plan.nodes.iter().any(|g| g.reboot_required) {
         out.push(format!(

@@ -17,6 +17,12 @@
 //! | reboot owed, not started (no rollout slot)              | Progressing | `WaitingForRolloutSlot`| —           |
 //! | reboot owed, to come                                    | Progressing | `RebootPending`        | —           |
 //! | changes planned in a dry run that is no drift check     | Progressing | `ChangesPlanned`       | —           |
+//! | the lifecycle is blocked (payload not the pinned one)   | Failed      | `LifecycleBlocked`     | `waiting`, Stalled |
+//! | configured over SSH, no cluster to join (SSH-only)      | Waiting     | `NoCluster`            | `waiting`   |
+//! | being configured; its join's step, or its plan          | Progressing | `Configuring`, `ConfigurePlanned` | — |
+//! | its join stopped at a step                              | Failed      | `JoinFailed`           | `transient` |
+//! | joined: Ready, labelled, uncordoned, versioned          | Ready       | `Joined`               | —           |
+//! | the Node has an older winfleet version                  | Progressing | `UpgradePending`       | —           |
 //! | drift found in a warn-mode drift check (dry run)        | Drifted     | `DriftDetected`        | —           |
 //! | drift found and corrected                               | Ready       | `DriftCorrected`       | —           |
 //! | in sync (after a reboot too)                            | Ready       | `InSync`               | —           |
@@ -26,8 +32,10 @@
 //! applied revision is recorded when a non-dry-run round finished the node
 //! with no failed operation (a reboot still owed does not undo that).
 
+use crate::cluster::join::JoinResult;
 use crate::cluster::rollout::{RebootReport, RebootResult, RebootStage};
-use crate::engine::report::{NodeReport, NodeResult, Stage};
+use crate::engine::report::{LifecycleReport, NodeReport, NodeResult, Stage};
+use crate::lifecycle::Mode;
 use crate::node::outcome::Outcome;
 use crate::reconcile::report::{ClusterReport, RoundReport};
 
@@ -140,7 +148,7 @@ pub fn instance(node: &NodeReport, ctx: Context<'_>) -> Option<Verdict<InstanceP
         let verdict = Verdict::error(InstancePhase::Failed, "ApplyFailed", message, ErrorClass::Transient);
         return Some(Verdict { drift, ..verdict });
     }
-    let mut verdict = after_apply(&node.address, reboot_required, ctx.round);
+    let mut verdict = after_apply(node, reboot_required, ctx.round);
     verdict.record_applied = !dry_run;
     if verdict.phase == InstancePhase::Ready && !drift.is_empty() {
         verdict.reason = "DriftCorrected";
@@ -151,9 +159,13 @@ pub fn instance(node: &NodeReport, ctx: Context<'_>) -> Option<Verdict<InstanceP
 }
 
 /// The node's own changes went through: what the cluster side says.
-fn after_apply(address: &str, reboot_required: bool, round: &RoundReport) -> Verdict<InstancePhase> {
+fn after_apply(node: &NodeReport, reboot_required: bool, round: &RoundReport) -> Verdict<InstancePhase> {
+    let address = node.address.as_str();
     let cluster = round.cluster.as_ref();
     if let Some(verdict) = cluster.and_then(|c| metadata(address, c)) {
+        return verdict;
+    }
+    if let Some(verdict) = node.lifecycle.as_ref().and_then(|l| lifecycle(address, l, cluster)) {
         return verdict;
     }
     if let Some(reboot) = cluster.and_then(|c| c.reboots.iter().find(|r| r.address == address)) {
@@ -185,6 +197,62 @@ fn after_apply(address: &str, reboot_required: bool, round: &RoundReport) -> Ver
             ),
             None => Verdict::new(InstancePhase::Progressing, "RebootPending", format!("{owed}; it is owed")),
         },
+    }
+}
+
+/// Where the node lifecycle stands: a blocked lifecycle, a join and its
+/// step, a join waiting for a cluster, an upgrade to come. `None` when the
+/// node is at the desired version (the rest of the verdict applies).
+fn lifecycle(
+    address: &str,
+    report: &LifecycleReport,
+    cluster: Option<&ClusterReport>,
+) -> Option<Verdict<InstancePhase>> {
+    if let Some(error) = &report.error {
+        let message = format!("the node lifecycle cannot proceed: {error}");
+        return Some(Verdict::error(InstancePhase::Failed, "LifecycleBlocked", message, ErrorClass::Waiting).stalled());
+    }
+    let join = cluster.and_then(|c| c.joins.iter().find(|j| j.address == address));
+    match (report.mode, join) {
+        (Mode::Prepare, _) => Some(Verdict::error(
+            InstancePhase::Waiting,
+            "NoCluster",
+            format!(
+                "configured as far as SSH goes (payload and service definitions); the join waits for a cluster: {}",
+                report.waiting.join("; ")
+            ),
+            ErrorClass::Waiting,
+        )),
+        (Mode::UpgradePending, _) => Some(Verdict::new(
+            InstancePhase::Progressing,
+            "UpgradePending",
+            format!("the Node runs an older winfleet version; {} comes with its upgrade", report.version),
+        )),
+        (_, Some(join)) => Some(match &join.result {
+            JoinResult::Joined => {
+                Verdict::new(InstancePhase::Ready, "Joined", format!("joined at version {}", report.version))
+            }
+            JoinResult::Failed { step, reason } => Verdict::error(
+                InstancePhase::Failed,
+                "JoinFailed",
+                format!("configure stopped at {}: {reason}; the next round goes on from there", step.name()),
+                ErrorClass::Transient,
+            ),
+            JoinResult::NotStarted { reason } => {
+                Verdict::new(InstancePhase::Progressing, "Configuring", format!("join not started: {reason}"))
+            }
+            JoinResult::Planned { steps } => Verdict::new(
+                InstancePhase::Progressing,
+                "ConfigurePlanned",
+                format!("configure steps to do: {}", steps.join("; ")),
+            ),
+        }),
+        (Mode::Join, None) => Some(Verdict::new(
+            InstancePhase::Progressing,
+            "Configuring",
+            format!("being configured: {}", report.waiting.join("; ")),
+        )),
+        (Mode::Maintain, None) => None,
     }
 }
 

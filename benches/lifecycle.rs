@@ -1,0 +1,295 @@
+//! Configuring fresh nodes: winfleet's lifecycle against "WMCO's strategy"
+//! and scp, side by side in one run, on the same real sshd nodes
+//! (tests/support/fleet.rs).
+//!
+//! - winfleet: up to 32 nodes at once; per node one observation, one
+//!   preparation script, one SFTP channel with every file of the payload
+//!   (many writes in flight), one apply script (SHA-256 checked, renamed,
+//!   units defined). SSH-only mode: files and service definitions, which is
+//!   what a configure transfers; the join is cluster work.
+//! - WMCO: one node at a time, a new connection per node and one SSH
+//!   session per command; per file: create its directory, check it
+//!   (`sha256sum`), upload its `.tar.gz` over a new SFTP session, extract
+//!   it with `tar -xzf`, remove the archive (WMCO-SPEC 8.1, 8.4).
+//! - scp: OpenSSH's `scp -r` of the same files to the same nodes, as many
+//!   at once as winfleet: the transfer floor.
+//!
+//! Then winfleet's following no-op round (warm connections, nothing sent).
+//! `cargo bench --bench lifecycle` (NODES=50, FILES=200, MIB=50 by default).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, missing_docs)]
+
+#[path = "../tests/support/fleet.rs"]
+mod fleet;
+
+use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fleet::TestFleet;
+use tokio_util::sync::CancellationToken;
+use winfleet::desired::kinds::instances::Shell;
+use winfleet::desired::model::Instance;
+use winfleet::desired::services::{PreScript, ServiceDef, ServicesManifest};
+use winfleet::dialect::Script;
+use winfleet::engine::report::NodeReport;
+use winfleet::engine::{self, NodeContext, RoundOptions};
+use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, Mode, PayloadState};
+use winfleet::node::NodeSpec;
+use winfleet::payload::Payload;
+use winfleet::ssh::sftp::Upload;
+use winfleet::ssh::{KnownHosts, Pool, Session, Settings, load_key};
+
+const SYSTEMCTL: &str = "#!/bin/sh\n[ \"$1\" = is-active ] && { shift; for u in \"$@\"; do [ \"$u\" = -- ] || echo inactive; done; exit 3; }\nexit 0\n";
+
+/// A payload of `files` files, `mib` MiB in all, about as compressible as
+/// Windows binaries (half random, half repetitive), in 8 directories.
+fn payload(root: &Path, files: usize, mib: usize) -> PathBuf {
+    let dir = root.join("payload");
+    let size = mib * (1 << 20) / files;
+    let mut rng = fastrand::Rng::with_seed(7);
+    for i in 0..files {
+        let sub = dir.join(format!("dir{}", i % 8));
+        std::fs::create_dir_all(&sub).unwrap();
+        let mut bytes = vec![0u8; size];
+        for (j, chunk) in bytes.chunks_mut(4096).enumerate() {
+            if j % 2 == 0 {
+                rng.fill(chunk);
+            } else {
+                chunk.iter_mut().enumerate().for_each(|(k, b)| *b = (k % 61) as u8);
+            }
+        }
+        std::fs::write(sub.join(format!("file{i}.exe")), bytes).unwrap();
+    }
+    dir
+}
+
+/// WMCO's packaging: each file as `<name>.tar.gz` holding that one file.
+fn archives(payload: &Payload, root: &Path) -> BTreeMap<String, PathBuf> {
+    let dir = root.join("archives");
+    std::fs::create_dir_all(&dir).unwrap();
+    payload
+        .files
+        .iter()
+        .map(|f| {
+            let name = f.rel.rsplit('/').next().unwrap();
+            let path = dir.join(format!("{}.tar.gz", f.rel.replace('/', "%")));
+            let out = std::fs::File::create(&path).unwrap();
+            let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(out, flate2::Compression::new(9)));
+            tar.append_path_with_name(&f.source, name).unwrap();
+            tar.into_inner().unwrap().finish().unwrap().flush().unwrap();
+            (f.rel.clone(), path)
+        })
+        .collect()
+}
+
+fn manifest() -> ServicesManifest {
+    let service = |name: &str, command: &str, priority| ServiceDef {
+        name: name.into(),
+        command: command.into(),
+        node_variables: vec![],
+        pre_scripts: vec![PreScript {
+            variable: Some("NODE_IP".into()),
+            path: "echo 127.0.0.1".into(),
+            node_args: vec![],
+        }],
+        dependencies: vec![],
+        bootstrap: true,
+        priority,
+    };
+    ServicesManifest {
+        name: "windows-services-bench".into(),
+        origin: "bench".into(),
+        services: vec![
+            service("containerd", "payload/dir0/file0.exe --node-ip=NODE_IP", 0),
+            service("kubelet", "payload/dir1/file1.exe --node-ip=NODE_IP", 1),
+        ],
+        digest: "ab".repeat(32),
+        canonical: String::new(),
+    }
+}
+
+fn instances(fleet: &TestFleet, payload: &Arc<Payload>) -> Vec<Instance> {
+    let dirs = LifecycleDirs { posix_payload: "payload", posix_units: "units", registries: "certs.d" };
+    let lifecycle = LifecycleSpec::new(Shell::Posix, &payload.digest, &manifest(), dirs)
+        .at_runtime(&PayloadState::Loaded(Arc::clone(payload)), None);
+    let mut spec = NodeSpec::empty(Shell::Posix);
+    spec.registries_dir = "certs.d".into();
+    spec.lifecycle = Some(Arc::new(lifecycle));
+    let spec = Arc::new(spec);
+    fleet
+        .nodes
+        .iter()
+        .map(|n| Instance {
+            address: n.address.clone(),
+            username: fleet.user.clone(),
+            port: n.port,
+            shell: Shell::Posix,
+            labels: Default::default(),
+            annotations: Default::default(),
+            taints: Vec::new(),
+            origin: "bench".into(),
+            spec: Arc::clone(&spec),
+        })
+        .collect()
+}
+
+fn settings() -> Settings {
+    Settings {
+        connect_timeout: Duration::from_secs(120),
+        command_timeout: Duration::from_secs(600),
+        ..Settings::default()
+    }
+}
+
+async fn winfleet_round(pool: &Pool, instances: &[Instance]) -> (Duration, u64, Vec<NodeReport>) {
+    let refs: Vec<&Instance> = instances.iter().collect();
+    let contexts: BTreeMap<String, NodeContext> = instances
+        .iter()
+        .map(|i| (i.address.clone(), NodeContext { mode: Some(Mode::Prepare), ..NodeContext::default() }))
+        .collect();
+    let start = Instant::now();
+    let options = RoundOptions { dry_run: false, max_parallel: 32 };
+    let reports = engine::round(pool, &refs, options, &CancellationToken::new(), &contexts, |_| {}).await;
+    let elapsed = start.elapsed();
+    let bytes = reports.iter().filter_map(|r| r.lifecycle.as_ref()).map(|l| l.uploaded_bytes).sum();
+    let failed: Vec<String> = reports.iter().filter(|r| r.failed()).map(engine::report::node_line).collect();
+    assert!(failed.is_empty(), "nodes failed: {failed:#?}");
+    (elapsed, bytes, reports)
+}
+
+fn command(text: String) -> Script {
+    // Bench-only commands: fixed text built here, never from a repository.
+    Script { command: Box::leak(text.into_boxed_str()), input: String::new() }
+}
+
+/// WMCO's way for one node; returns the bytes sent.
+async fn wmco_node(
+    instance: &Instance,
+    archives: &BTreeMap<String, PathBuf>,
+    key: &Arc<russh::keys::PrivateKey>,
+    known: &Arc<KnownHosts>,
+) -> u64 {
+    let target = engine::target(instance);
+    let session = Session::connect(&target, key, known, &settings()).await.unwrap();
+    let timeout = Duration::from_secs(120);
+    let mut sent = 0;
+    for (rel, archive) in archives {
+        let path = format!("wmco/{rel}");
+        let (dir, name) = path.rsplit_once('/').unwrap();
+        session.run(&command(format!("mkdir -p {dir}")), timeout).await.unwrap();
+        session.run(&command(format!("test -f {path} && sha256sum {path} || true")), timeout).await.unwrap();
+        let upload = Upload { source: archive.clone(), remote: format!("{dir}/{name}.tar.gz"), mode: 0o644 };
+        sent += session.upload(&[upload], timeout).await.unwrap();
+        session.run(&command(format!("tar -xzf {dir}/{name}.tar.gz -C {dir}")), timeout).await.unwrap();
+        session.run(&command(format!("rm -f {dir}/{name}.tar.gz")), timeout).await.unwrap();
+    }
+    session.close().await;
+    sent
+}
+
+async fn wmco_round(
+    instances: &[Instance],
+    archives: &BTreeMap<String, PathBuf>,
+    fleet: &TestFleet,
+) -> (Duration, u64) {
+    let key = Arc::new(load_key(&fleet.key).unwrap());
+    let known = Arc::new(KnownHosts::load(&fleet.known_hosts, false).unwrap());
+    let start = Instant::now();
+    let mut sent = 0;
+    for instance in instances {
+        sent += wmco_node(instance, archives, &key, &known).await;
+    }
+    (start.elapsed(), sent)
+}
+
+/// OpenSSH's scp of the payload to every node, 32 at a time.
+fn scp_round(fleet: &TestFleet, payload: &Path) -> Duration {
+    let start = Instant::now();
+    for chunk in fleet.nodes.chunks(32) {
+        let children: Vec<_> = chunk
+            .iter()
+            .map(|node| {
+                std::process::Command::new("scp")
+                    .args(["-q", "-r", "-B", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes"])
+                    .arg("-o")
+                    .arg(format!("UserKnownHostsFile={}", fleet.known_hosts.display()))
+                    .arg("-i")
+                    .arg(&fleet.key)
+                    .args(["-P", &node.port.to_string()])
+                    .arg(payload)
+                    .arg(format!("{}@{}:scp-copy", fleet.user, node.address))
+                    .spawn()
+                    .unwrap()
+            })
+            .collect();
+        for mut child in children {
+            assert!(child.wait().unwrap().success(), "scp failed");
+        }
+    }
+    start.elapsed()
+}
+
+fn secs(d: Duration) -> String {
+    format!("{:.2} s", d.as_secs_f64())
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
+fn main() {
+    let env = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let (nodes, files, size) = (env("NODES", 50), env("FILES", 200), env("MIB", 50));
+    let started = Instant::now();
+    let fleet = TestFleet::start(nodes);
+    for node in &fleet.nodes {
+        node.shim("systemctl", SYSTEMCTL);
+    }
+    println!("fleet: {nodes} sshd nodes up in {}", secs(started.elapsed()));
+    let scratch = tempfile::tempdir().unwrap();
+    let dir = payload(scratch.path(), files, size);
+    let payload = Arc::new(Payload::load(&dir).unwrap());
+    let archives = archives(&payload, scratch.path());
+    let archived: u64 = archives.values().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    println!(
+        "payload: {} files, {} ({} as WMCO's .tar.gz archives)",
+        payload.files.len(),
+        mib(payload.size()),
+        mib(archived)
+    );
+    let instances = instances(&fleet, &payload);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let pool =
+            Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), settings());
+        let (configure, sent, _) = winfleet_round(&pool, &instances).await;
+        let (noop, noop_sent, _) = winfleet_round(&pool, &instances).await;
+        pool.close().await;
+        let scp = scp_round(&fleet, &dir);
+        let (wmco, wmco_sent) = wmco_round(&instances, &archives, &fleet).await;
+        let total = payload.size() * nodes as u64;
+        let rate =
+            |bytes: u64, d: Duration| format!("{:.0} MiB/s", bytes as f64 / f64::from(1u32 << 20) / d.as_secs_f64());
+        println!();
+        println!("configure {nodes} fresh nodes ({} each):", mib(payload.size()));
+        println!("  winfleet         {:>10}  sent {:>9}  {:>10}", secs(configure), mib(sent), rate(total, configure));
+        println!(
+            "  WMCO's strategy  {:>10}  sent {:>9}  {:>10}   winfleet is {:.1}x faster",
+            secs(wmco),
+            mib(wmco_sent),
+            rate(total, wmco),
+            wmco.as_secs_f64() / configure.as_secs_f64()
+        );
+        println!(
+            "  scp (floor)      {:>10}  sent {:>9}  {:>10}   winfleet's throughput is {:.0}% of scp's",
+            secs(scp),
+            mib(total),
+            rate(total, scp),
+            100.0 * scp.as_secs_f64() / configure.as_secs_f64()
+        );
+        println!("  winfleet's following no-op round: {} ({} sent)", secs(noop), mib(noop_sent));
+    });
+}
