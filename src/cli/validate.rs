@@ -10,8 +10,14 @@ pub fn run(args: &RepoArgs) -> anyhow::Result<ExitCode> {
     let warnings = loaded.diagnostics.len() - loaded.errors();
     match &loaded.desired {
         Some(d) => {
+            let lifecycle = match (&d.services, &d.fleet.payload_digest) {
+                (Some(m), Some(digest)) => {
+                    format!(", services manifest {} ({} service(s)), payload {digest}", m.name, m.services.len())
+                }
+                _ => String::new(),
+            };
             output::out(&format!(
-                "valid: {} instance(s), {} MachineSet(s), {} registry mirror set(s), proxy {}; {warnings} warning(s)\n",
+                "valid: {} instance(s), {} MachineSet(s), {} registry mirror set(s), proxy {}{lifecycle}; {warnings} warning(s)\n",
                 d.instances.len(),
                 d.machine_sets.len(),
                 d.registries.len(),

@@ -88,6 +88,7 @@ mod tests {
             registries: Vec::new(),
             mirror_sets: BTreeMap::new(),
             specs: BTreeMap::new(),
+            services: None,
         }
     }
 

@@ -91,6 +91,8 @@ impl<T> Doc<T> {
 pub struct Documents {
     /// `windows-instances` ConfigMaps.
     pub configmaps: Vec<Doc<kinds::configmap::InstancesConfigMap>>,
+    /// `windows-services-*` ConfigMaps.
+    pub services: Vec<Doc<kinds::services::ServicesConfigMap>>,
     /// WindowsInstanceLists.
     pub instance_lists: Vec<Doc<kinds::instances::WindowsInstanceList>>,
     /// MachineSets.
@@ -201,6 +203,7 @@ fn classify(path: &str, index: usize, doc: Value, out: &mut Documents, diagnosti
     let typed = Typed { path, index, doc, diagnostics };
     match kind {
         Kind::InstancesConfigMap => typed.push(&mut out.configmaps),
+        Kind::ServicesConfigMap => typed.push(&mut out.services),
         Kind::WindowsInstanceList => typed.push(&mut out.instance_lists),
         Kind::MachineSet => typed.push(&mut out.machine_sets),
         Kind::ImageDigestMirrorSet => typed.push(&mut out.digest_mirrors),
@@ -237,6 +240,7 @@ pub fn type_check(kind: Kind, doc: &Value) -> Result<(), (String, String)> {
     use kinds::*;
     match kind {
         Kind::InstancesConfigMap => typed_parse::<configmap::InstancesConfigMap>(doc).map(drop),
+        Kind::ServicesConfigMap => typed_parse::<services::ServicesConfigMap>(doc).map(drop),
         Kind::WindowsInstanceList => typed_parse::<instances::WindowsInstanceList>(doc).map(drop),
         Kind::MachineSet => typed_parse::<machineset::MachineSet>(doc).map(drop),
         Kind::ImageDigestMirrorSet => typed_parse::<mirrors::ImageDigestMirrorSet>(doc).map(drop),

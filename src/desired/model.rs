@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::kinds::fleet::DriftMode;
 use super::kinds::instances::{Shell, Taint};
+use super::services::ServicesManifest;
 use crate::node::NodeSpec;
 use crate::render::mirrors::RegistryMirrors;
 
@@ -27,6 +28,8 @@ pub struct Desired {
     pub mirror_sets: BTreeMap<String, Value>,
     /// The node spec per shell dialect; every instance shares one of these.
     pub specs: BTreeMap<Shell, Arc<NodeSpec>>,
+    /// The services manifest in force (the node lifecycle), if any.
+    pub services: Option<Arc<ServicesManifest>>,
 }
 
 /// One BYOH instance.
@@ -99,6 +102,14 @@ pub struct FleetSettings {
     pub status_branch: String,
     /// Directory for status files.
     pub status_path: String,
+    /// The pinned payload digest (`sha256:<hex>`), if any.
+    pub payload_digest: Option<String>,
+    /// Where payload and generated files go on posix nodes.
+    pub payload_posix_dir: String,
+    /// The services ConfigMap in force, when the Fleet names one.
+    pub services_config_map: Option<String>,
+    /// systemd unit directory on posix nodes.
+    pub services_posix_dir: String,
 }
 
 impl Default for FleetSettings {
@@ -117,6 +128,10 @@ impl Default for FleetSettings {
             drift_mode: DriftMode::Correct,
             status_branch: "winfleet/status".into(),
             status_path: "status".into(),
+            payload_digest: None,
+            payload_posix_dir: "/var/lib/winfleet".into(),
+            services_config_map: None,
+            services_posix_dir: "/etc/systemd/system".into(),
         }
     }
 }

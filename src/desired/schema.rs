@@ -12,8 +12,9 @@ use super::kinds::{KINDS, Kind};
 use crate::diagnostic::child;
 
 /// The schema files, by kind.
-pub const SCHEMAS: [(Kind, &str); 7] = [
+pub const SCHEMAS: [(Kind, &str); 8] = [
     (Kind::InstancesConfigMap, include_str!("../../schema/configmap-windows-instances.schema.json")),
+    (Kind::ServicesConfigMap, include_str!("../../schema/configmap-windows-services.schema.json")),
     (Kind::WindowsInstanceList, include_str!("../../schema/windowsinstancelist.schema.json")),
     (Kind::MachineSet, include_str!("../../schema/machineset.schema.json")),
     (Kind::ImageDigestMirrorSet, include_str!("../../schema/imagedigestmirrorset.schema.json")),

@@ -46,6 +46,32 @@ pub struct FleetSpec {
     /// Where status is written.
     #[serde(default)]
     pub status: Status,
+    /// The pinned node payload.
+    #[serde(default)]
+    pub payload: PayloadPin,
+    /// The services manifest in force and the posix unit directory.
+    #[serde(default)]
+    pub services: Services,
+}
+
+/// `spec.payload`: a relative path is relative to the SSH user's home.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct PayloadPin {
+    /// `sha256:<hex>` of the payload's canonical manifest.
+    pub digest: Option<String>,
+    /// Where payload files go on posix nodes.
+    pub posix_dir: Option<String>,
+}
+
+/// `spec.services`: a relative path is relative to the SSH user's home.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Services {
+    /// The `windows-services-*` ConfigMap in force (needed when several).
+    pub config_map_name: Option<String>,
+    /// systemd unit directory on posix nodes.
+    pub posix_dir: Option<String>,
 }
 
 /// `spec.defaults`.

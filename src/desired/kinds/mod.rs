@@ -12,6 +12,7 @@ pub mod machineset;
 pub mod meta;
 pub mod mirrors;
 pub mod proxy;
+pub mod services;
 
 use serde_json::Value;
 
@@ -20,6 +21,8 @@ use serde_json::Value;
 pub enum Kind {
     /// `v1` ConfigMap named `windows-instances` (WMCO's BYOH list).
     InstancesConfigMap,
+    /// `v1` ConfigMap named `windows-services-<version>` (WMCO's services manifest).
+    ServicesConfigMap,
     /// `winfleet.io/v1alpha1` WindowsInstanceList.
     WindowsInstanceList,
     /// `machine.openshift.io/v1beta1` MachineSet.
@@ -35,8 +38,9 @@ pub enum Kind {
 }
 
 /// Every kind with its apiVersion and kind strings, in documentation order.
-pub const KINDS: [(Kind, &str, &str); 7] = [
+pub const KINDS: [(Kind, &str, &str); 8] = [
     (Kind::InstancesConfigMap, "v1", "ConfigMap"),
+    (Kind::ServicesConfigMap, "v1", "ConfigMap"),
     (Kind::WindowsInstanceList, "winfleet.io/v1alpha1", "WindowsInstanceList"),
     (Kind::MachineSet, "machine.openshift.io/v1beta1", "MachineSet"),
     (Kind::ImageDigestMirrorSet, "config.openshift.io/v1", "ImageDigestMirrorSet"),
@@ -53,6 +57,7 @@ impl Kind {
     pub fn schema_name(self) -> &'static str {
         match self {
             Kind::InstancesConfigMap => "configmap-windows-instances",
+            Kind::ServicesConfigMap => "configmap-windows-services",
             Kind::WindowsInstanceList => "windowsinstancelist",
             Kind::MachineSet => "machineset",
             Kind::ImageDigestMirrorSet => "imagedigestmirrorset",
@@ -100,15 +105,19 @@ pub fn identify(doc: &Value) -> Result<Kind, Unrecognised> {
     if let Some((k, _, _)) = KINDS.iter().find(|(_, a, n)| *a == api_version && *n == kind) {
         if *k == Kind::InstancesConfigMap {
             let name = doc.pointer("/metadata/name").and_then(Value::as_str);
-            if name != Some(INSTANCES_CONFIGMAP) {
-                return Err(Unrecognised::Unknown(
+            return match name {
+                Some(INSTANCES_CONFIGMAP) => Ok(Kind::InstancesConfigMap),
+                Some(n) if n.starts_with(services::SERVICES_CONFIGMAP_PREFIX) => Ok(Kind::ServicesConfigMap),
+                _ => Err(Unrecognised::Unknown(
                     "/metadata/name",
                     format!(
-                        "ConfigMap {} is not read by winfleet: only the ConfigMap named {INSTANCES_CONFIGMAP} lists instances",
-                        name.map_or("without a name".to_owned(), |n| format!("\"{n}\""))
+                        "ConfigMap {} is not read by winfleet: only the ConfigMap named {INSTANCES_CONFIGMAP} (instances) \
+                         and those named {}<version> (WMCO's services manifest) are",
+                        name.map_or("without a name".to_owned(), |n| format!("\"{n}\"")),
+                        services::SERVICES_CONFIGMAP_PREFIX
                     ),
-                ));
-            }
+                )),
+            };
         }
         return Ok(*k);
     }

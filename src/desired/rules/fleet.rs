@@ -39,6 +39,8 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
         ("/spec/registries/powershellDir", &spec.registries.powershell_dir, &mut settings.powershell_registries_dir),
         ("/spec/registries/posixDir", &spec.registries.posix_dir, &mut settings.posix_registries_dir),
         ("/spec/environment/posixDir", &spec.environment.posix_dir, &mut settings.posix_environment_dir),
+        ("/spec/payload/posixDir", &spec.payload.posix_dir, &mut settings.payload_posix_dir),
+        ("/spec/services/posixDir", &spec.services.posix_dir, &mut settings.services_posix_dir),
     ] {
         let Some(dir) = value else { continue };
         if dir.is_empty() || dir.chars().any(char::is_control) {
@@ -69,6 +71,28 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
                 "/spec/drift/interval",
                 format!("{interval:?} is not a duration of at least 1s (such as 30s, 10m or 1h30m)"),
             ),
+        }
+    }
+    if let Some(digest) = &spec.payload.digest {
+        if crate::payload::manifest::is_digest(digest) {
+            settings.payload_digest = Some(digest.clone());
+        } else {
+            error(
+                "/spec/payload/digest",
+                format!(
+                    "{digest:?} is not a payload digest: sha256: and 64 lower-case hex digits (winfleet payload digest DIR prints it)"
+                ),
+            );
+        }
+    }
+    if let Some(name) = &spec.services.config_map_name {
+        if name.starts_with(crate::desired::kinds::services::SERVICES_CONFIGMAP_PREFIX) {
+            settings.services_config_map = Some(name.clone());
+        } else {
+            error(
+                "/spec/services/configMapName",
+                format!("{name:?} is not a windows-services-<version> ConfigMap name"),
+            );
         }
     }
     if let Some(mode) = spec.drift.mode {

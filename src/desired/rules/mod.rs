@@ -7,6 +7,7 @@ pub mod machinesets;
 pub mod mirrors;
 pub mod names;
 pub mod proxy;
+pub mod services;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use super::kinds::instances::Shell;
 use super::model::{Desired, Instance};
 use super::{Documents, LoadOptions};
 use crate::diagnostic::Diagnostic;
+use crate::lifecycle::{LifecycleDirs, LifecycleSpec};
 use crate::render;
 
 /// Runs every rule; returns the desired state (callers drop it when any
@@ -25,12 +27,30 @@ pub fn check(docs: Documents, options: LoadOptions<'_>, diagnostics: &mut Vec<Di
     let machine_sets = machinesets::collect(&docs.machine_sets, diagnostics);
     let registries = mirrors::collect(&docs.digest_mirrors, &docs.tag_mirrors, diagnostics);
     let environment = proxy::environment(&docs.proxies, diagnostics);
+    let manifest = services::in_force(&docs.services, &fleet, docs.fleets.first(), diagnostics);
+    if let (None, Some(digest), Some(doc)) = (&manifest, &fleet.payload_digest, docs.fleets.first())
+        && docs.services.is_empty()
+    {
+        diagnostics.push(doc.error(
+            "/spec/payload/digest",
+            format!("pins payload {digest}, but no windows-services-* ConfigMap says how to run it: add the services manifest, or remove the pin"),
+        ));
+    }
     let specs: BTreeMap<Shell, Arc<_>> = [Shell::Powershell, Shell::Posix]
         .into_iter()
         .map(|shell| {
             let dirs =
                 render::NodeDirs { registries: fleet.registries_dir(shell), environment: fleet.environment_dir(shell) };
-            (shell, Arc::new(render::node_spec(shell, dirs, &registries, &environment, options.pull_secret)))
+            let mut spec = render::node_spec(shell, dirs, &registries, &environment, options.pull_secret);
+            if let (Some(manifest), Some(digest)) = (&manifest, &fleet.payload_digest) {
+                let dirs = LifecycleDirs {
+                    posix_payload: &fleet.payload_posix_dir,
+                    posix_units: &fleet.services_posix_dir,
+                    registries: fleet.registries_dir(shell),
+                };
+                spec.lifecycle = Some(Arc::new(LifecycleSpec::new(shell, digest, manifest, dirs)));
+            }
+            (shell, Arc::new(spec))
         })
         .collect();
     let instances = drafts
@@ -55,5 +75,5 @@ pub fn check(docs: Documents, options: LoadOptions<'_>, diagnostics: &mut Vec<Di
         docs.digest_mirrors.iter().map(|d| (format!("ImageDigestMirrorSet/{}", d.value.metadata.name), &d.raw));
     let tag = docs.tag_mirrors.iter().map(|d| (format!("ImageTagMirrorSet/{}", d.value.metadata.name), &d.raw));
     let mirror_sets = digest.chain(tag).map(|(k, raw)| (k, raw.get("spec").cloned().unwrap_or_default())).collect();
-    Some(Desired { fleet, instances, machine_sets, registries, mirror_sets, specs })
+    Some(Desired { fleet, instances, machine_sets, registries, mirror_sets, specs, services: manifest })
 }
