@@ -294,7 +294,13 @@ WINFLEET_FL
 $good
 WINFLEET_FG
   if [ "$#" -gt 0 ]; then
-    if err=$(mv -f -t "$dir" -- "$@" 2>&1); then o applied; else o failed "$err"; fi
+    if err=$(mv -f -t "$dir" -- "$@" 2>&1); then o applied; else o failed "$err"; return; fi
+    set --
+    while IFS='	' read -r i n; do [ -n "$i" ] && set -- "$@" "$dir/$n"; done <<WINFLEET_FG
+$good
+WINFLEET_FG
+    ks=$(stat -c '%s:%.9Y:%.9Z:%i' -- "$@" 2>/dev/null)$nl
+    for p in "$@"; do k=${ks%%"$nl"*}; ks=${ks#*"$nl"}; [ -n "$k" ] && t lkey "$p" "$k"; done
   fi
   rmdir -- "$stg" 2>/dev/null
 }

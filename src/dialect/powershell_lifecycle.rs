@@ -214,6 +214,8 @@ function Complete-WfUploads($list) {
         [System.IO.File]::Delete($old)
       } else { [System.IO.File]::Move($staged, $target) }
       Write-WfToken 'op' $u.i 'applied'
+      $fi = New-Object System.IO.FileInfo $target
+      Write-WfToken 'lkey' $target ('{0}:{1}:{2}' -f $fi.Length, $fi.CreationTimeUtc.Ticks, $fi.LastWriteTimeUtc.Ticks)
     } catch { Write-WfToken 'op' $u.i 'failed' $_.Exception.Message }
   }
   foreach ($d in @($list | ForEach-Object { $_.d } | Sort-Object -Unique)) {

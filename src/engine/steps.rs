@@ -11,7 +11,7 @@ use crate::lifecycle::plan::LifecycleChange;
 use crate::lifecycle::{LifecycleSpec, resolve};
 use crate::node::NodeSpec;
 use crate::node::facts::NodeFacts;
-use crate::node::outcome::{Outcome, parse_outcomes};
+use crate::node::outcome::{ApplyReport, Outcome, parse_report};
 use crate::node::plan::Change;
 use crate::ssh::sftp::Upload;
 use crate::ssh::{Pool, Target};
@@ -69,7 +69,7 @@ pub async fn apply(work: &Work<'_>) -> Result<Applied, (Stage, String)> {
         work.lifecycle.iter().enumerate().map(|(j, c)| (base + j, c)).collect();
     let mut outcomes: Vec<Option<Outcome>> = vec![None; total];
     if let Some(script) = dialect::prepare(work.spec, &indexed) {
-        let prepared = run(work, &script, total).await?;
+        let prepared = run(work, &script, total).await?.outcomes;
         for (i, change) in &indexed {
             if change.is_preparation() {
                 outcomes[*i] = Some(prepared[*i].clone());
@@ -98,8 +98,9 @@ pub async fn apply(work: &Work<'_>) -> Result<Applied, (Stage, String)> {
         indexed.iter().filter(|(_, c)| !c.is_preparation()).copied().collect();
     if base > 0 || !rest.is_empty() {
         let script = dialect::apply(work.spec, work.facts, work.changes, &rest);
-        let applied = run(work, &script, total).await?;
-        for (i, outcome) in applied.into_iter().enumerate() {
+        let report = run(work, &script, total).await?;
+        remember_uploads(work, &report.keys);
+        for (i, outcome) in report.outcomes.into_iter().enumerate() {
             let from_main = i < base || rest.iter().any(|(j, _)| *j == i);
             if from_main {
                 outcomes[i] = Some(outcome);
@@ -111,11 +112,25 @@ pub async fn apply(work: &Work<'_>) -> Result<Applied, (Stage, String)> {
     Ok(Applied { outcomes, uploaded })
 }
 
-async fn run(work: &Work<'_>, script: &dialect::Script, total: usize) -> Result<Vec<Outcome>, (Stage, String)> {
-    match work.pool.run(work.target, script, false).await {
-        Ok(output) => {
-            parse_outcomes(&output.stdout, total).map_err(|e| (Stage::Apply, explain(&e.to_string(), &output)))
+/// The uploaded files are known by their new stat keys: the next
+/// observation need not hash them.
+fn remember_uploads(work: &Work<'_>, keys: &[(String, String)]) {
+    let mut cache = work.pool.known_hashes(work.target);
+    for (path, key) in keys {
+        let uploaded = work.lifecycle.iter().find_map(|c| match c {
+            LifecycleChange::Upload { file, .. } if &file.path == path => Some(file.sha256.clone()),
+            _ => None,
+        });
+        if let Some(sha) = uploaded {
+            cache.insert(path.clone(), (key.clone(), sha));
         }
+    }
+    work.pool.remember_hashes(work.target, cache);
+}
+
+async fn run(work: &Work<'_>, script: &dialect::Script, total: usize) -> Result<ApplyReport, (Stage, String)> {
+    match work.pool.run(work.target, script, false).await {
+        Ok(output) => parse_report(&output.stdout, total).map_err(|e| (Stage::Apply, explain(&e.to_string(), &output))),
         Err(e) => Err((Stage::Apply, format!("{e}; the next round re-observes and converges"))),
     }
 }

@@ -44,9 +44,26 @@ impl fmt::Display for Outcome {
 /// mention (the connection was cut, the script was killed) is failed with
 /// that reason; the next round observes again and converges.
 pub fn parse_outcomes(output: &[u8], count: usize) -> Result<Vec<Outcome>, ReportError> {
+    parse_report(output, count).map(|r| r.outcomes)
+}
+
+/// An apply report: the outcomes, and the stat keys of the files it put in
+/// place (`lkey <path> <key>`), which spare the next observation hashing
+/// them again.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ApplyReport {
+    /// One per change.
+    pub outcomes: Vec<Outcome>,
+    /// Node path → stat key, for files written.
+    pub keys: Vec<(String, String)>,
+}
+
+/// Reads an apply report (see [`parse_outcomes`]).
+pub fn parse_report(output: &[u8], count: usize) -> Result<ApplyReport, ReportError> {
     let text = String::from_utf8_lossy(output);
     let mut outcomes: Vec<Option<Outcome>> = vec![None; count];
-    let cut = match read(&text, &mut outcomes) {
+    let mut keys = Vec::new();
+    let cut = match read(&text, &mut outcomes, &mut keys) {
         Ok(()) => false,
         Err(ReportError::Truncated) => true,
         Err(e) => return Err(e),
@@ -56,14 +73,19 @@ pub fn parse_outcomes(output: &[u8], count: usize) -> Result<Vec<Outcome>, Repor
     } else {
         "no outcome reported"
     };
-    Ok(outcomes.into_iter().map(|o| o.unwrap_or_else(|| Outcome::Failed(missing.to_owned()))).collect())
+    let outcomes = outcomes.into_iter().map(|o| o.unwrap_or_else(|| Outcome::Failed(missing.to_owned()))).collect();
+    Ok(ApplyReport { outcomes, keys })
 }
 
-fn read(text: &str, outcomes: &mut [Option<Outcome>]) -> Result<(), ReportError> {
+fn read(text: &str, outcomes: &mut [Option<Outcome>], keys: &mut Vec<(String, String)>) -> Result<(), ReportError> {
     let mut tokens = Tokens::after_marker(text, OUTCOMES_MARKER, OUTCOMES_VERSION)?;
     loop {
         match tokens.next()? {
             "end" => return Ok(()),
+            "lkey" => {
+                let path = tokens.next()?.to_owned();
+                keys.push((path, tokens.next()?.to_owned()));
+            }
             "op" => {
                 let index = tokens.next()?;
                 let outcome = match tokens.next()? {

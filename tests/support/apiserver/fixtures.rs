@@ -150,3 +150,57 @@ pub fn proxy_cluster(no_proxy_status: &str) -> Value {
         "status": { "noProxy": no_proxy_status },
     })
 }
+
+fn b64(text: &str) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(text.as_bytes())
+}
+
+/// The Machine Config Operator's bootstrap Secret (what WMCO reads for a
+/// joining node's bootstrap kubeconfig).
+pub fn bootstrap_secret(token: &str, ca_pem: &str) -> Value {
+    json!({
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "metadata": { "name": "node-bootstrapper-token", "namespace": "openshift-machine-config-operator" },
+        "type": "kubernetes.io/service-account-token",
+        "data": { "token": b64(token), "ca.crt": b64(ca_pem) },
+    })
+}
+
+/// Infrastructure `cluster` with the API server's internal URL.
+pub fn infrastructure(api_internal_url: &str) -> Value {
+    json!({
+        "apiVersion": "config.openshift.io/v1",
+        "kind": "Infrastructure",
+        "metadata": { "name": "cluster" },
+        "spec": { "platformSpec": { "type": "None" } },
+        "status": {
+            "apiServerInternalURL": api_internal_url,
+            "apiServerURL": api_internal_url,
+            "platformStatus": { "type": "None" },
+            "infrastructureName": "test-x7k2p",
+        },
+    })
+}
+
+/// Network `cluster` with its service network.
+pub fn network(service_cidr: &str) -> Value {
+    json!({
+        "apiVersion": "config.openshift.io/v1",
+        "kind": "Network",
+        "metadata": { "name": "cluster" },
+        "spec": { "serviceNetwork": [service_cidr], "networkType": "OVNKubernetes" },
+        "status": { "serviceNetwork": [service_cidr] },
+    })
+}
+
+/// ControllerConfig `machine-config-controller` with the kubelet's client CA.
+pub fn controller_config(kube_api_ca_pem: &str) -> Value {
+    json!({
+        "apiVersion": "machineconfiguration.openshift.io/v1",
+        "kind": "ControllerConfig",
+        "metadata": { "name": "machine-config-controller" },
+        "spec": { "kubeAPIServerServingCAData": b64(kube_api_ca_pem) },
+    })
+}

@@ -7,7 +7,10 @@
 //! core/v1 `nodes` (cluster), `pods` (+ `status`, `eviction`), `events`;
 //! policy/v1 `poddisruptionbudgets`; events.k8s.io/v1 `events`;
 //! machine.openshift.io/v1beta1 `machinesets`, `machines`;
-//! config.openshift.io/v1 `proxies` (cluster); coordination.k8s.io/v1
+//! config.openshift.io/v1 `proxies`, `infrastructures`, `networks`
+//! (cluster); machineconfiguration.openshift.io/v1 `controllerconfigs`
+//! (cluster); core/v1 `secrets`, `configmaps`; certificates.k8s.io/v1
+//! `certificatesigningrequests` (+ `status`, `approval`); coordination.k8s.io/v1
 //! `leases`; and `/version`. Anything else is a 404 Status. A cluster-scoped
 //! type under a namespaced URL is 404; namespaced types list and watch
 //! across all namespaces (`/api/v1/pods`) or in one.
@@ -48,6 +51,12 @@
 //!   410 for too old, selector transitions, timeoutSeconds, streaming-list
 //!   bookmarks).
 //! - Eviction with PodDisruptionBudgets: see `eviction.rs`.
+//! - Identity: impersonation headers, else a bearer token of the token
+//!   table (`add_token`; unknown → 401), else anonymous (`identity.rs`).
+//! - CertificateSigningRequests: create validation, the requester's
+//!   identity in the spec, the approval subresource rules, and the
+//!   kube-controller-manager's signer for the two kubelet signers, run on
+//!   the approving write (`csr.rs`).
 //! - Validation before admission: name (or generateName) required on
 //!   create (422), body namespace/name must match the URL (400),
 //!   apiVersion/kind must match the resource (400).
@@ -72,8 +81,10 @@
 //! bump the resourceVersion, emit watch events and go into history with
 //! field manager "test", without admission.
 
+mod csr;
 mod eviction;
 pub mod fixtures;
+pub mod identity;
 mod managed;
 mod ops;
 mod resources;
@@ -291,6 +302,20 @@ impl ApiServer {
     /// The current global resourceVersion.
     pub fn resource_version(&self) -> u64 {
         self.lock().rv
+    }
+
+    /// Accepts `token` as a bearer token of `user` in `groups` (plus
+    /// `system:authenticated`).
+    pub fn add_token(&self, token: &str, user: &str, groups: &[&str]) {
+        let mut groups: Vec<String> = groups.iter().map(|g| (*g).to_owned()).collect();
+        identity::authenticated(&mut groups);
+        let who = identity::Identity { user: user.to_owned(), uid: String::new(), groups };
+        self.lock().tokens.insert(token.to_owned(), who);
+    }
+
+    /// The PEM certificate of the CA the emulated kubelet signers sign with.
+    pub fn ca_pem(&self) -> String {
+        self.lock().ca().pem()
     }
 
     /// An admission webhook stand-in, run for every API write (dry runs

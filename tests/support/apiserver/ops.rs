@@ -170,7 +170,7 @@ fn normalize(o: &Opts, old: &Value, mut new: Value) -> Value {
             }
         }
     }
-    if o.subresource.as_deref() == Some("status") {
+    if matches!(o.subresource.as_deref(), Some("status" | "approval")) {
         let mut only_status = old.clone();
         match new.get("status") {
             Some(s) => only_status["status"] = s.clone(),
@@ -337,6 +337,12 @@ pub(crate) fn patch(st: &mut State, o: &Opts, name: &str, pt: PatchType, bytes: 
         ));
     }
     let old = stored(st, o, name)?;
+    let candidate = patched(&old, pt, bytes)?;
+    update(st, o, "patch", name, &old, candidate)
+}
+
+/// `old` with a non-apply patch applied (nothing stored).
+pub(crate) fn patched(old: &Value, pt: PatchType, bytes: &[u8]) -> Result<Value, ApiError> {
     let mut candidate = old.clone();
     match pt {
         PatchType::Merge | PatchType::Strategic => {
@@ -355,9 +361,9 @@ pub(crate) fn patch(st: &mut State, o: &Opts, name: &str, pt: PatchType, bytes: 
             // The real server answers a failing operation with 422.
             json_patch::patch(&mut candidate, &p).map_err(|e| invalid(e.to_string()))?;
         }
-        PatchType::Apply => unreachable!("handled above"),
+        PatchType::Apply => return Err(bad_request("apply patches are not supported on this subresource")),
     }
-    update(st, o, "patch", name, &old, candidate)
+    Ok(candidate)
 }
 
 /// Server-side apply (creates the object when missing).

@@ -28,6 +28,11 @@ impl Resource {
         if self.group.is_empty() { self.plural.to_string() } else { format!("{}.{}", self.plural, self.group) }
     }
 
+    /// Whether this is the CertificateSigningRequest type.
+    pub fn is_csr(&self) -> bool {
+        self.group == "certificates.k8s.io" && self.plural == "certificatesigningrequests"
+    }
+
     /// The key of this type in the store.
     pub fn key(&self) -> (&'static str, &'static str) {
         (self.group, self.plural)
@@ -129,6 +134,60 @@ pub(crate) static RESOURCES: &[Resource] = &[
         fields: &[],
     },
     Resource {
+        group: "certificates.k8s.io",
+        version: "v1",
+        kind: "CertificateSigningRequest",
+        plural: "certificatesigningrequests",
+        namespaced: false,
+        status: true,
+        fields: &[("spec.signerName", &["spec", "signerName"])],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "Secret",
+        plural: "secrets",
+        namespaced: true,
+        status: false,
+        fields: &[],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "ConfigMap",
+        plural: "configmaps",
+        namespaced: true,
+        status: false,
+        fields: &[],
+    },
+    Resource {
+        group: "config.openshift.io",
+        version: "v1",
+        kind: "Infrastructure",
+        plural: "infrastructures",
+        namespaced: false,
+        status: true,
+        fields: &[],
+    },
+    Resource {
+        group: "config.openshift.io",
+        version: "v1",
+        kind: "Network",
+        plural: "networks",
+        namespaced: false,
+        status: true,
+        fields: &[],
+    },
+    Resource {
+        group: "machineconfiguration.openshift.io",
+        version: "v1",
+        kind: "ControllerConfig",
+        plural: "controllerconfigs",
+        namespaced: false,
+        status: true,
+        fields: &[],
+    },
+    Resource {
         group: "coordination.k8s.io",
         version: "v1",
         kind: "Lease",
@@ -190,6 +249,7 @@ pub(crate) fn parse_path(path: &str) -> Option<Target> {
         None => {}
         Some("status") if res.status => {}
         Some("eviction") if res.group.is_empty() && res.plural == "pods" => {}
+        Some("approval") if res.plural == "certificatesigningrequests" => {}
         Some(_) => return None,
     }
     Some(Target { res, namespace, name, subresource: sub })

@@ -17,6 +17,7 @@ use super::resources::{Target, parse_path};
 use super::selectors::Selector;
 use super::status::{ApiError, bad_request, internal, method_not_allowed, no_route, not_found};
 use super::watch::{self, WatchSpec};
+use super::{csr, identity};
 
 /// The API server as an axum router (a tower Service).
 pub(crate) fn router(server: ApiServer) -> Router {
@@ -43,7 +44,7 @@ async fn handle(State(server): State<ApiServer>, req: Request) -> Response {
     let query: HashMap<String, String> =
         url::form_urlencoded::parse(parts.uri.query().unwrap_or_default().as_bytes()).into_owned().collect();
     let content_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    match dispatch(&server, &parts.method, parts.uri.path(), &query, content_type, &bytes) {
+    match dispatch(&server, &parts.method, parts.uri.path(), &query, content_type, &bytes, &parts.headers) {
         Ok(resp) => resp,
         Err(e) => error_response(&e),
     }
@@ -84,6 +85,18 @@ fn dry_run(q: &HashMap<String, String>, body: Option<&Value>) -> Result<bool, Ap
     }
 }
 
+fn patch_type(content_type: &str) -> Result<PatchType, ApiError> {
+    PatchType::from_content_type(content_type).ok_or_else(|| {
+        ApiError::new(
+            415,
+            "UnsupportedMediaType",
+            format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
+            ),
+        )
+    })
+}
+
 fn parse_json(bytes: &[u8]) -> Result<Value, ApiError> {
     if bytes.is_empty() {
         return Ok(json!({}));
@@ -98,12 +111,14 @@ fn dispatch(
     q: &HashMap<String, String>,
     content_type: &str,
     bytes: &[u8],
+    headers: &axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     if path == "/version" || path == "/version/" {
         return if method == Method::GET { Ok(json_response(200, &version())) } else { Err(method_not_allowed()) };
     }
     let Target { res, namespace, name, subresource } = parse_path(path).ok_or_else(no_route)?;
     let mut st = server.state.lock().map_err(|_| internal("the store lock is poisoned"))?;
+    let who = identity::of(headers, &st.tokens)?;
     let body = if method == Method::PATCH { None } else { Some(parse_json(bytes)?) };
     let opts = Opts {
         res,
@@ -186,7 +201,42 @@ fn dispatch(
             Ok(json_response(200, obj))
         }
         (Method::POST, None, None) if namespace.is_some() || !res.namespaced => {
+            let mut body = body;
+            if res.is_csr() {
+                csr::on_create(&mut body, &who)?;
+            }
             Ok(json_response(201, &ops::create(&mut st, &opts, body)?))
+        }
+        (Method::PUT | Method::PATCH, Some(n), Some(sub @ ("approval" | "status"))) if res.is_csr() => {
+            let old = st.get(res, None, n).cloned().ok_or_else(|| not_found(res, n))?;
+            let candidate =
+                if method == Method::PUT { body } else { ops::patched(&old, patch_type(content_type)?, bytes)? };
+            let new = if sub == "approval" {
+                let mut new = csr::approval(n, &old, &candidate)?;
+                if let Some(rv) = candidate.pointer("/metadata/resourceVersion") {
+                    new["metadata"]["resourceVersion"] = rv.clone();
+                }
+                new
+            } else {
+                csr::check_status_write(n, &old, &candidate)?;
+                candidate
+            };
+            let written = ops::replace(&mut st, &opts, n, new)?;
+            if sub == "approval" && !opts.dry_run {
+                let ca = st.ca();
+                if let Some(status) = csr::sign(&written, &ca) {
+                    let mut signed = written.clone();
+                    signed["status"] = status;
+                    let signer = Opts {
+                        subresource: Some("status".into()),
+                        manager: Some("kube-controller-manager".into()),
+                        admit: false,
+                        ..opts.clone()
+                    };
+                    ops::replace(&mut st, &signer, n, signed)?;
+                }
+            }
+            Ok(json_response(200, &written))
         }
         (Method::POST, Some(n), Some("eviction")) => {
             Ok(json_response(201, &eviction::evict(&mut st, &opts, n, &body)?))
@@ -195,16 +245,7 @@ fn dispatch(
             Ok(json_response(200, &ops::replace(&mut st, &opts, n, body)?))
         }
         (Method::PATCH, Some(n), None | Some("status")) => {
-            let pt = PatchType::from_content_type(content_type).ok_or_else(|| {
-                ApiError::new(
-                    415,
-                    "UnsupportedMediaType",
-                    format!(
-                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml, application/strategic-merge-patch+json (got {content_type:?})"
-                    ),
-                )
-            })?;
-            Ok(json_response(200, &ops::patch(&mut st, &opts, n, pt, bytes)?))
+            Ok(json_response(200, &ops::patch(&mut st, &opts, n, patch_type(content_type)?, bytes)?))
         }
         (Method::DELETE, Some(n), None) => Ok(json_response(200, &ops::delete(&mut st, &opts, n, &body)?)),
         _ => Err(method_not_allowed()),

@@ -40,6 +40,10 @@ pub(crate) struct State {
     pub history: Vec<Write>,
     pub dry_runs: Vec<Write>,
     pub hooks: Vec<Arc<Hook>>,
+    /// Bearer tokens the server accepts, and whose they are.
+    pub tokens: std::collections::HashMap<String, super::identity::Identity>,
+    /// The signer's CA, made on first use.
+    pub ca: Option<Arc<super::csr::TestCa>>,
 }
 
 impl State {
@@ -55,6 +59,8 @@ impl State {
             history: Vec::new(),
             dry_runs: Vec::new(),
             hooks: Vec::new(),
+            tokens: std::collections::HashMap::new(),
+            ca: None,
         }
     }
 
@@ -73,6 +79,11 @@ impl State {
             .take_while(move |(k, _)| k.0 == res.group && k.1 == res.plural)
             .filter(move |(k, _)| ns.is_none_or(|ns| k.2 == ns))
             .map(|(_, v)| v)
+    }
+
+    /// The signer's CA.
+    pub fn ca(&mut self) -> Arc<super::csr::TestCa> {
+        Arc::clone(self.ca.get_or_insert_with(|| Arc::new(super::csr::TestCa::new())))
     }
 
     pub fn next_uid(&mut self) -> String {
