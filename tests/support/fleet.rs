@@ -57,6 +57,9 @@ pub struct TestFleet {
 pub struct TestNode {
     /// Its loopback address.
     pub address: String,
+    /// Its kernel host name (its own UTS namespace when the harness runs
+    /// as root; the machine's otherwise).
+    pub hostname: String,
     /// Its SSH port.
     pub port: u16,
     /// Its state directory; `home/` is the login directory.
@@ -111,8 +114,21 @@ fn free_port() -> u16 {
 }
 
 impl TestFleet {
-    /// Starts `n` nodes and waits until each accepts connections.
+    /// Starts `n` nodes named `win-node-<i>` and waits until each accepts
+    /// connections.
     pub fn start(n: usize) -> Self {
+        let names: Vec<String> = (0..n).map(|i| format!("win-node-{i}")).collect();
+        Self::start_with(&names.iter().map(String::as_str).collect::<Vec<_>>(), false)
+    }
+
+    /// Starts one node per host name, each in its own UTS namespace so that
+    /// it has that kernel host name (needs root: panics otherwise).
+    pub fn start_named(names: &[&str]) -> Self {
+        Self::start_with(names, true)
+    }
+
+    fn start_with(names: &[&str], need_names: bool) -> Self {
+        assert!(!need_names || is_root(), "nodes with their own host names need root (unshare --uts)");
         assert!(Path::new(SSHD).exists(), "{SSHD} is missing: apt-get install -y openssh-server (.ci/run does)");
         let (user, owner) = ensure_user();
         let dir = tempfile::Builder::new().prefix("winfleet-fleet-").tempdir().expect("tempdir");
@@ -135,9 +151,10 @@ impl TestFleet {
         let mut fleet =
             TestFleet { dir, user, key, rsa_key, known_hosts: root.join("known_hosts"), port, nodes: Vec::new() };
         let mut known = String::new();
-        for i in 0..n {
+        for (i, name) in names.iter().enumerate() {
             let address = format!("127.{a}.{}.{}", b + (i / 250) as u32, 1 + i % 250);
-            let node = TestNode::create(&root, i, &address, port, &fleet.user, owner);
+            let mut node = TestNode::create(&root, i, &address, port, &fleet.user, owner);
+            node.hostname = (*name).to_owned();
             let host_pub = fs::read_to_string(node.dir.join("host_ed25519.pub")).expect("host pub");
             let _ = writeln!(known, "[{address}]:{port} {}", host_pub.trim());
             fleet.nodes.push(node);
@@ -221,19 +238,24 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         if let Some((uid, gid)) = owner {
             std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).expect("chown node dir");
         }
-        TestNode { address: address.to_owned(), port, dir, config, child: None }
+        TestNode { address: address.to_owned(), hostname: String::new(), port, dir, config, child: None }
     }
 
     fn spawn(&mut self) {
         let log = fs::File::create(self.dir.join("sshd.log")).expect("log");
-        let child = Command::new(SSHD)
-            .args(["-D", "-e", "-f"])
-            .arg(&self.config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("start sshd");
+        // As root, sshd runs in a UTS namespace of its own with the node's
+        // host name: unshare and sh exec, so the child's pid is sshd's.
+        let mut command = if is_root() {
+            let mut c = Command::new("unshare");
+            c.args(["--uts", "--", "/bin/sh", "-c", "hostname \"$1\" && exec \"$2\" -D -e -f \"$3\"", "sh"]);
+            c.arg(&self.hostname).arg(SSHD).arg(&self.config);
+            c
+        } else {
+            let mut c = Command::new(SSHD);
+            c.args(["-D", "-e", "-f"]).arg(&self.config);
+            c
+        };
+        let child = command.stdin(Stdio::null()).stdout(Stdio::null()).stderr(log).spawn().expect("start sshd");
         self.child = Some(child);
     }
 
@@ -258,12 +280,43 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         }
     }
 
-    /// Stops the node's sshd (the node becomes unreachable).
+    /// Stops the node's sshd (the node becomes unreachable) and every
+    /// service the systemctl shim started there.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
         }
+        for pid in self.service_pids().into_values() {
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).output();
+        }
+    }
+
+    /// The services the systemctl shim started, by name, with their pids.
+    pub fn service_pids(&self) -> std::collections::BTreeMap<String, u32> {
+        let Ok(entries) = fs::read_dir(self.dir.join("services")) else { return Default::default() };
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().strip_suffix(".pid")?.to_owned();
+                let pid = fs::read_to_string(e.path()).ok()?.trim().parse().ok()?;
+                Some((name, pid))
+            })
+            .collect()
+    }
+
+    /// Kills a service the shim started, as a crash would (its pid file
+    /// stays: `systemctl is-active` then says inactive).
+    pub fn kill_service(&self, name: &str) {
+        if let Some(pid) = self.service_pids().get(name) {
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).output();
+        }
+    }
+
+    /// Installs the systemctl shim for units in `units` (relative to home).
+    pub fn install_systemctl(&self, units: &str) {
+        let units = if units.starts_with('/') { units.into() } else { self.path(units) };
+        self.shim("systemctl", &systemctl_script(&units, &self.dir.join("services")));
     }
 
     /// Gives the node a new host key (a re-installed or impostor host).
@@ -336,4 +389,66 @@ fn collect(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
             out.push((rel, fs::read_to_string(&path).unwrap_or_else(|_| "<binary>".into())));
         }
     }
+}
+
+/// A `systemctl` for nodes without systemd: the verbs winfleet uses on the
+/// units in `units`, services run as detached processes whose pids, logs
+/// and enablement live in `state`; every call is logged to
+/// `state/systemctl.log`. `start` starts `Requires=` units first and runs
+/// `ExecStart=` (split by the shell, which reads simple quoting as systemd
+/// does) in `WorkingDirectory=`; `stop` stops the units that require this
+/// one first, then the service's process group. `Restart=` is not emulated:
+/// a killed service stays down (tests use that).
+pub fn systemctl_script(units: &Path, state: &Path) -> String {
+    format!(
+        r#"#!/bin/sh
+units='{units}'; state='{state}'
+mkdir -p "$state"
+echo "$*" >> "$state/systemctl.log"
+verb=$1; shift
+[ "$1" = "--" ] && shift
+key() {{ sed -n "s/^$2=//p" "$units/$1" 2>/dev/null | head -n 1; }}
+running() {{ [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }}
+start() {{
+  local n wd exe dep
+  n=${{1%.service}}
+  running "$n" && return 0
+  [ -f "$units/$n.service" ] || {{ echo "Unit $n.service not found." >&2; return 5; }}
+  for dep in $(key "$n.service" Requires); do start "$dep" || return 1; done
+  wd=$(key "$n.service" WorkingDirectory); exe=$(key "$n.service" ExecStart)
+  ( cd "${{wd:-/}}" && {{ setsid /bin/sh -c "exec $exe" >>"$state/$n.log" 2>&1 </dev/null & echo $! > "$state/$n.pid"; }} )
+}}
+stop() {{
+  local n u m pid i
+  n=${{1%.service}}
+  for u in "$units"/*.service; do
+    [ -f "$u" ] || continue
+    m=${{u##*/}}; m=${{m%.service}}
+    case " $(key "$m.service" Requires) " in *" $n.service "*) stop "$m" ;; esac
+  done
+  running "$n" || {{ rm -f "$state/$n.pid"; return 0; }}
+  pid=$(cat "$state/$n.pid")
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+  i=0
+  while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+  kill -KILL -- "-$pid" 2>/dev/null
+  rm -f "$state/$n.pid"
+}}
+rc=0
+case $verb in
+daemon-reload) ;;
+enable) for u in "$@"; do touch "$state/${{u%.service}}.enabled"; done ;;
+disable) for u in "$@"; do rm -f "$state/${{u%.service}}.enabled"; done ;;
+start) for u in "$@"; do start "$u" || rc=1; done ;;
+stop) for u in "$@"; do stop "$u"; done ;;
+restart) for u in "$@"; do stop "$u"; start "$u" || rc=1; done ;;
+is-active) for u in "$@"; do if running "${{u%.service}}"; then echo active; else echo inactive; rc=3; fi; done ;;
+is-enabled) for u in "$@"; do if [ -f "$state/${{u%.service}}.enabled" ]; then echo enabled; else echo disabled; rc=1; fi; done ;;
+*) echo "systemctl shim: unsupported verb $verb" >&2; rc=1 ;;
+esac
+exit $rc
+"#,
+        units = units.display(),
+        state = state.display()
+    )
 }

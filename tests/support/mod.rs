@@ -123,4 +123,5 @@ pub fn winfleet(args: &[&str]) -> (i32, String, String) {
 }
 pub mod apiserver;
 pub mod fleet;
+pub mod kubelet;
 pub mod remote;
