@@ -149,6 +149,7 @@ fn scripts(shell: Shell) -> Vec<(&'static str, String)> {
             LifecycleChange::WriteGenerated { .. } => "generated",
             LifecycleChange::Define { .. } => "define",
             LifecycleChange::Start { .. } => "start",
+            LifecycleChange::RemoveService { .. } | LifecycleChange::RemoveFile { .. } => "remove",
         })
         .collect();
     for kind in ["stop", "mkdir", "upload", "generated", "define", "start"] {
@@ -160,6 +161,7 @@ fn scripts(shell: Shell) -> Vec<(&'static str, String)> {
     let list = ObserveList {
         files: lifecycle.files.iter().map(|f| (f.path.clone(), "1024:1:2:3".to_owned())).collect(),
         variables: vec![("kubelet".into(), "NODE_IP".into(), "hostname -I".into())],
+        record: true,
     };
     match shell {
         Shell::Powershell => vec![
@@ -175,10 +177,40 @@ fn scripts(shell: Shell) -> Vec<(&'static str, String)> {
     }
 }
 
+/// An upgrade: a service and a file an older version installed go.
+fn upgrade_script(shell: Shell) -> String {
+    let spec = spec(shell);
+    let mut facts = facts(shell);
+    let (old_file, old_service) = match shell {
+        Shell::Powershell => (r"C:\k\old-tool.exe", "old-exporter"),
+        Shell::Posix => ("payload/old-tool", "old-exporter"),
+    };
+    facts.lifecycle.record = Some(winfleet::lifecycle::record::parse(&format!(
+        "service {old_service}\nfile {} {old_file}\n",
+        "0".repeat(64)
+    )));
+    let lifecycle = spec.lifecycle.as_deref().unwrap();
+    let node = serde_json::json!({ "metadata": { "name": "win-1" } });
+    let plan =
+        plan_lifecycle(lifecycle, &facts.lifecycle, Context { mode: Mode::Upgrade, node: Some(&node), disrupt: true });
+    assert!(plan.changes.iter().any(|c| matches!(c, LifecycleChange::RemoveService { name } if *name == old_service)));
+    assert!(plan.changes.iter().any(|c| matches!(c, LifecycleChange::RemoveFile { path } if *path == old_file)));
+    let indexed: Vec<(usize, &LifecycleChange<'_>)> =
+        plan.changes.iter().enumerate().filter(|(_, c)| !c.is_preparation()).collect();
+    match shell {
+        Shell::Powershell => powershell::apply_script(&spec, &[], &indexed),
+        Shell::Posix => dialect::apply(&spec, &facts, &[], &indexed).input,
+    }
+}
+
 #[test]
 fn lifecycle_scripts_match_their_golden_files() {
     let mut failures = Vec::new();
     for (shell, name, ext) in [(Shell::Powershell, "powershell", "ps1"), (Shell::Posix, "posix", "sh")] {
+        let path = support::fixture(&format!("dialect/lifecycle/{name}-upgrade-apply.{ext}"));
+        if let Err(e) = support::check_golden(&path, &upgrade_script(shell)) {
+            failures.push(e);
+        }
         for (kind, text) in scripts(shell) {
             let path = support::fixture(&format!("dialect/lifecycle/{name}-{kind}.{ext}"));
             if let Err(e) = support::check_golden(&path, &text) {

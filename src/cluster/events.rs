@@ -50,6 +50,12 @@ pub enum Reason {
     NodeJoined,
     /// Joining a listed instance stopped.
     JoinFailed,
+    /// Cordoned for an upgrade to a new payload or services manifest.
+    Upgrading,
+    /// Upgraded, Ready and uncordoned.
+    Upgraded,
+    /// An upgrade stopped.
+    UpgradeFailed,
 }
 
 impl Reason {
@@ -75,6 +81,9 @@ impl Reason {
             Reason::CsrNearMatch => "CsrNearMatch",
             Reason::NodeJoined => "NodeJoined",
             Reason::JoinFailed => "JoinFailed",
+            Reason::Upgrading => "Upgrading",
+            Reason::Upgraded => "Upgraded",
+            Reason::UpgradeFailed => "UpgradeFailed",
         }
     }
 
@@ -91,6 +100,7 @@ impl Reason {
                 | Reason::CsrRefused
                 | Reason::CsrNearMatch
                 | Reason::JoinFailed
+                | Reason::UpgradeFailed
         )
     }
 }

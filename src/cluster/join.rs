@@ -314,7 +314,7 @@ async fn registered(shared: &Shared<'_>, nodes: &Api<Node>, ipv4: Option<Ipv4Add
     }
 }
 
-async fn patch(nodes: &Api<Node>, name: &str, patch: &Value) -> Result<NodeObs, String> {
+pub(crate) async fn patch(nodes: &Api<Node>, name: &str, patch: &Value) -> Result<NodeObs, String> {
     let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
     nodes.patch(name, &params, &Patch::Merge(patch)).await.map(|n| node_obs(&n)).map_err(|e| api_error(&e))
 }
@@ -364,7 +364,12 @@ async fn metadata(
 }
 
 /// Waits until the Node is Ready with a heartbeat newer than `since`.
-async fn ready(nodes: &Api<Node>, name: &str, since: jiff::Timestamp, options: JoinOptions) -> Result<(), String> {
+pub(crate) async fn ready(
+    nodes: &Api<Node>,
+    name: &str,
+    since: jiff::Timestamp,
+    options: JoinOptions,
+) -> Result<(), String> {
     let deadline = Instant::now() + options.ready_timeout;
     loop {
         let last = match nodes.get_opt(name).await {

@@ -26,6 +26,7 @@ pub mod material;
 pub mod metadata;
 pub mod observe;
 pub mod rollout;
+pub mod upgrade;
 
 use std::collections::BTreeMap;
 
@@ -49,6 +50,10 @@ pub const REBOOT_REQUIRED_ANNOTATION: &str = "windowsmachineconfig.openshift.io/
 /// (empty when unknown). A node carrying it counts against maxUnavailable
 /// until it is back, across crashes and rounds.
 pub const REBOOTING_ANNOTATION: &str = "winfleet.io/rebooting";
+/// Set while winfleet upgrades a node: the version it upgrades to. Like
+/// [`REBOOTING_ANNOTATION`] it holds a disruption slot until the node is
+/// back, across crashes and rounds.
+pub const UPGRADING_ANNOTATION: &str = "winfleet.io/upgrading";
 /// Set when winfleet (not an administrator) cordoned the node, so that only
 /// its own cordon is lifted.
 pub const CORDONED_ANNOTATION: &str = "winfleet.io/cordoned";
@@ -79,10 +84,16 @@ pub struct NodeObs {
 }
 
 impl NodeObs {
-    /// Whether winfleet is disrupting this node (cordoned for a reboot that
+    /// Whether winfleet is rebooting this node (cordoned for a reboot that
     /// has not finished).
-    pub fn in_disruption(&self) -> bool {
+    pub fn in_reboot(&self) -> bool {
         self.annotations.contains_key(REBOOTING_ANNOTATION)
+    }
+
+    /// Whether winfleet is disrupting this node in any way (a reboot or an
+    /// upgrade not finished): it holds a disruption slot.
+    pub fn in_disruption(&self) -> bool {
+        self.annotations.contains_key(REBOOTING_ANNOTATION) || self.annotations.contains_key(UPGRADING_ANNOTATION)
     }
 }
 

@@ -153,7 +153,7 @@ pub async fn rollout<H: Host>(
     options: RolloutOptions,
     stop: &CancellationToken,
 ) -> Vec<RebootReport> {
-    candidates.sort_by(|a, b| (!a.node.in_disruption(), &a.node.name).cmp(&(!b.node.in_disruption(), &b.node.name)));
+    candidates.sort_by(|a, b| (!a.node.in_reboot(), &a.node.name).cmp(&(!b.node.in_reboot(), &b.node.name)));
     let mut queue: VecDeque<Candidate<'_>> = candidates.into();
     let slots = options.max_unavailable.max(1).saturating_sub(others_disrupted.len());
     let mut reports = Vec::new();
@@ -174,7 +174,7 @@ pub async fn rollout<H: Host>(
                 break;
             }
             let Some(next) = queue.front() else { break };
-            let resumes = next.node.in_disruption();
+            let resumes = next.node.in_reboot();
             if !resumes && resuming > 0 {
                 break;
             }

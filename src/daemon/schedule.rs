@@ -14,6 +14,7 @@ use tokio::time::Instant;
 use super::trigger::Trigger;
 use crate::cluster::join::JoinResult;
 use crate::cluster::rollout::{RebootResult, RebootStage};
+use crate::cluster::upgrade::{UpgradeResult, UpgradeStage};
 use crate::engine::report::NodeResult;
 use crate::reconcile::report::RoundReport;
 
@@ -242,6 +243,16 @@ pub fn node_outcomes(report: &RoundReport) -> BTreeMap<&str, NodeOutcome> {
         if !reboot.address.is_empty() {
             outcomes.insert(reboot.address.as_str(), outcome);
         }
+    }
+    for upgrade in report.cluster.iter().flat_map(|c| &c.upgrades) {
+        let outcome = match &upgrade.result {
+            UpgradeResult::Upgraded { .. } | UpgradeResult::Planned { .. } => continue,
+            UpgradeResult::NotStarted { .. } | UpgradeResult::Failed { stage: UpgradeStage::Drain, .. } => {
+                NodeOutcome::Waiting
+            }
+            UpgradeResult::Failed { .. } => NodeOutcome::Transient,
+        };
+        outcomes.insert(upgrade.address.as_str(), outcome);
     }
     for join in report.cluster.iter().flat_map(|c| &c.joins) {
         let outcome = match &join.result {

@@ -53,6 +53,8 @@ pub struct ObserveList {
     pub files: Vec<(String, String)>,
     /// (service, variable, script) of the pre-scripts that give a variable.
     pub variables: Vec<(String, String, String)>,
+    /// Read winfleet's install record too.
+    pub record: bool,
 }
 
 /// The observation part (inside `main`, after the common facts).
@@ -226,10 +228,17 @@ pub fn apply(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) ->
                 }
                 let _ = writeln!(starts, "sv {i} start '{}'", b64(&service.name));
             }
+            LifecycleChange::RemoveService { name } => {
+                let _ = writeln!(stops, "rmsvc {i} '{}'", b64(name));
+            }
+            LifecycleChange::RemoveFile { path } => {
+                let _ = writeln!(files, "rmf {i} '{}'", b64(path));
+            }
             LifecycleChange::CreateDir { .. } => {}
         }
     }
     let mut s = record_setup();
+    let _ = writeln!(s, "unitsdir=$(v '{}'); unitsdir=${{unitsdir%x}}", b64(spec.units_dir.as_deref().unwrap_or(".")));
     s.push_str(HELPERS);
     s.push_str(&stops);
     for (dir, list) in &uploads {
@@ -245,7 +254,16 @@ pub fn apply(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) ->
     s
 }
 
-const HELPERS: &str = r#"put() {
+const HELPERS: &str = r#"rmsvc() {
+  idx=$1; n=$(v "$2"); n=${n%x}
+  systemctl stop -- "$n.service" >/dev/null 2>&1; systemctl disable -- "$n.service" >/dev/null 2>&1
+  if err=$(rm -f -- "$unitsdir/$n.service" 2>&1); then systemctl daemon-reload >/dev/null 2>&1; o applied; else o failed "$err"; fi
+}
+rmf() {
+  idx=$1; p=$(v "$2"); p=${p%x}
+  if [ ! -e "$p" ]; then o unchanged; elif err=$(rm -f -- "$p" 2>&1); then o applied; else o failed "$err"; fi
+}
+put() {
   target=$(v "$1"); target=${target%x}
   dir=${target%/*}; [ "$dir" = "$target" ] && dir=.; tmp="$dir/.${target##*/}.winfleet-tmp"
   rec "file $3 $target" || { err="cannot write the install record $recf"; return 1; }

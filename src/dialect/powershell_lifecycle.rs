@@ -34,6 +34,12 @@ pub fn observe(spec: &LifecycleSpec, list: &ObserveList) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "  $lc = ConvertFrom-WfBase64 '{}' | ConvertFrom-Json", b64(&input.to_string()));
     s.push_str(OBSERVE);
+    if list.record {
+        let _ = writeln!(s, "  $rec = ConvertFrom-WfBase64 '{}'", b64(record_path(Shell::Powershell)));
+        s.push_str(
+            "  if ([System.IO.File]::Exists($rec)) { Write-WfToken 'lrecord' ([System.IO.File]::ReadAllText($rec)) }\n",
+        );
+    }
     s
 }
 
@@ -171,6 +177,12 @@ pub fn apply(changes: &[(usize, &LifecycleChange<'_>)]) -> String {
                     b64(&input.to_string())
                 );
             }
+            LifecycleChange::RemoveService { name } => {
+                let _ = writeln!(stops, "Remove-WfService {i} (ConvertFrom-WfBase64 '{}')", b64(name));
+            }
+            LifecycleChange::RemoveFile { path } => {
+                let _ = writeln!(files, "Remove-WfFile {i} (ConvertFrom-WfBase64 '{}')", b64(path));
+            }
             LifecycleChange::CreateDir { .. } => {}
         }
     }
@@ -194,6 +206,21 @@ const HELPERS: &str = r#"Set-ExecutionPolicy -Scope Process -ExecutionPolicy Byp
 function Stop-WfService($i, [string]$name) {
   try { Stop-Service -Name $name -Force -ErrorAction Stop; Write-WfToken 'op' $i 'applied' }
   catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
+}
+function Remove-WfService($i, [string]$name) {
+  try {
+    if ($null -eq (Get-Service -Name $name -ErrorAction SilentlyContinue)) { Write-WfToken 'op' $i 'unchanged'; return }
+    Stop-Service -Name $name -Force -ErrorAction Stop
+    $w = Get-CimInstance -ClassName Win32_Service | Where-Object { $_.Name -eq $name }
+    $r = Invoke-CimMethod -InputObject $w -MethodName Delete
+    if ($r.ReturnValue -ne 0) { throw ('the service manager refused to delete it (Win32_Service.Delete returned ' + $r.ReturnValue + ')') }
+    Write-WfToken 'op' $i 'applied'
+  } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
+}
+function Remove-WfFile($i, [string]$path) {
+  try {
+    if ([System.IO.File]::Exists($path)) { [System.IO.File]::Delete($path); Write-WfToken 'op' $i 'applied' } else { Write-WfToken 'op' $i 'unchanged' }
+  } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
 }
 function Complete-WfUploads($list) {
   foreach ($u in $list) {

@@ -8,7 +8,7 @@ use super::{NodeContext, explain};
 use crate::dialect::{self, ObserveList, posix_lifecycle::staged};
 use crate::lifecycle::facts::HashCache;
 use crate::lifecycle::plan::LifecycleChange;
-use crate::lifecycle::{LifecycleSpec, resolve};
+use crate::lifecycle::{LifecycleSpec, Mode, resolve};
 use crate::node::NodeSpec;
 use crate::node::facts::NodeFacts;
 use crate::node::outcome::{ApplyReport, Outcome, parse_report};
@@ -33,7 +33,8 @@ pub fn observe_list(spec: &LifecycleSpec, known: &HashCache, context: &NodeConte
             Some((s.name.clone(), variable, script))
         })
         .collect();
-    ObserveList { files, variables }
+    let record = matches!(context.mode, Some(Mode::Upgrade));
+    ObserveList { files, variables, record }
 }
 
 /// One node's apply.

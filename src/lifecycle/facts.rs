@@ -22,6 +22,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::record::InstallRecord;
 use crate::node::facts::{ReportError, ServiceState, Tokens};
 
 /// Lifecycle facts of one node.
@@ -39,8 +40,8 @@ pub struct LifecycleFacts {
     pub services: BTreeMap<String, ServiceFact>,
     /// Pre-script outputs by (service, variable): the value, or why not.
     pub variables: BTreeMap<(String, String), Result<String, String>>,
-    /// The install record's content, if the node has one.
-    pub record: Option<String>,
+    /// winfleet's install record, if the node has one (and it was asked for).
+    pub record: Option<InstallRecord>,
 }
 
 /// A file as observed.
@@ -187,7 +188,7 @@ pub(crate) fn read_token<'a>(
             };
             facts.variables.insert((service, variable), value);
         }
-        "lrecord" => facts.record = Some(tokens.next()?.to_owned()),
+        "lrecord" => facts.record = Some(super::record::parse(tokens.next()?)),
         _ => return Ok(false),
     }
     Ok(true)

@@ -323,7 +323,7 @@ impl LifecycleSpec {
             .filter(|s| match mode {
                 Mode::Prepare => !s.needs_node(),
                 Mode::Join => s.bootstrap || has_node,
-                Mode::Maintain => true,
+                Mode::Maintain | Mode::Upgrade => true,
                 Mode::UpgradePending => false,
             })
             .collect()
@@ -357,6 +357,10 @@ pub enum Mode {
     /// The Node carries an older winfleet version: the lifecycle is left
     /// for the upgrade rollout.
     UpgradePending,
+    /// The upgrade rollout's step on a cordoned, drained node: everything
+    /// that differs changes, and what an older version installed and this
+    /// one does not (services, files, by the install record) goes.
+    Upgrade,
 }
 
 /// The mode of a node from its Node's version annotation (`None` when no

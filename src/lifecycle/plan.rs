@@ -73,6 +73,17 @@ pub enum LifecycleChange<'a> {
         /// Whether the service is new.
         created: bool,
     },
+    /// Stop and delete a service an older version installed that the
+    /// manifest no longer has (from the install record).
+    RemoveService {
+        /// Its name.
+        name: &'a str,
+    },
+    /// Remove a file an older version wrote that is no longer desired.
+    RemoveFile {
+        /// Node path.
+        path: &'a str,
+    },
     /// Start a service (after its side-effect pre-scripts).
     Start {
         /// The service.
@@ -107,6 +118,8 @@ impl LifecycleChange<'_> {
             LifecycleChange::Start { service, why, .. } => {
                 Operation::StartService { name: service.name.clone(), why: why.clone() }
             }
+            LifecycleChange::RemoveService { name } => Operation::RemoveService { name: (*name).to_owned() },
+            LifecycleChange::RemoveFile { path } => Operation::RemoveFile { path: (*path).to_owned() },
         }
     }
 
@@ -179,11 +192,46 @@ pub fn plan_lifecycle<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts, ct
         LifecycleChange::WriteGenerated { file, .. } => !blocked.contains(&file.path.as_str()),
         _ => true,
     });
-    plan.changes = services.stops;
+    let (stale_services, stale_files) = stale(spec, facts, ctx.mode);
+    plan.changes = stale_services;
+    plan.changes.extend(services.stops);
     plan.changes.extend(body);
+    plan.changes.extend(stale_files);
     plan.changes.extend(services.defines);
     plan.changes.extend(services.starts);
     plan
+}
+
+/// In an upgrade: the services and files the install record holds that
+/// this version does not have (WMCO leaves an older version's leftovers;
+/// winfleet removes exactly what it installed).
+fn stale<'a>(
+    spec: &LifecycleSpec,
+    facts: &'a LifecycleFacts,
+    mode: Mode,
+) -> (Vec<LifecycleChange<'a>>, Vec<LifecycleChange<'a>>) {
+    let (Mode::Upgrade, Some(record)) = (mode, facts.record.as_ref()) else { return (Vec::new(), Vec::new()) };
+    let fold = |p: &str| match spec.shell {
+        Shell::Powershell => p.to_lowercase(),
+        Shell::Posix => p.to_owned(),
+    };
+    let services = record
+        .services
+        .iter()
+        .filter(|name| !spec.services.iter().any(|s| &s.name == *name))
+        .map(|name| LifecycleChange::RemoveService { name: name.as_str() })
+        .collect();
+    let wanted: BTreeSet<String> =
+        spec.files.iter().map(|f| fold(&f.path)).chain(spec.generated.iter().map(|g| fold(&g.path))).collect();
+    let unit_dir = spec.units_dir.as_deref().map(|d| format!("{}/", d.trim_end_matches('/')));
+    let files = record
+        .files
+        .keys()
+        .filter(|path| !wanted.contains(&fold(path)))
+        .filter(|path| unit_dir.as_deref().is_none_or(|d| !path.starts_with(d)))
+        .map(|path| LifecycleChange::RemoveFile { path: path.as_str() })
+        .collect();
+    (services, files)
 }
 
 struct ServicePlan<'a> {
@@ -406,6 +454,12 @@ mod tests {
                         s.state = ServiceState::Running;
                     }
                 }
+                LifecycleChange::RemoveService { name } => {
+                    facts.services.remove(*name);
+                }
+                LifecycleChange::RemoveFile { path } => {
+                    facts.files.remove(*path);
+                }
             }
         }
         let _ = spec;
@@ -424,6 +478,8 @@ mod tests {
                     format!("{} {}", if *created { "create" } else { "update" }, service.name)
                 }
                 LifecycleChange::Start { service, .. } => format!("start {}", service.name),
+                LifecycleChange::RemoveService { name } => format!("remove service {name}"),
+                LifecycleChange::RemoveFile { path } => format!("remove {path}"),
             })
             .collect()
     }

@@ -192,6 +192,16 @@ pub enum Operation {
         /// The digest after.
         to: String,
     },
+    /// Stop and delete a service an older version installed.
+    RemoveService {
+        /// Service name.
+        name: String,
+    },
+    /// Remove a file an older version wrote.
+    RemoveFile {
+        /// Node path.
+        path: String,
+    },
     /// Stop a service before its files or definition change.
     StopService {
         /// Service name.
@@ -235,6 +245,8 @@ impl Operation {
             Operation::PinPayload { from: None, to } => format!("+ payload {to} (the files from --payload-dir)"),
             Operation::PinPayload { from: Some(from), to } => format!("~ payload {from} -> {to}"),
             Operation::StopService { name } => format!("■ stop service {name}"),
+            Operation::RemoveService { name } => format!("- service {name} (no longer in the manifest)"),
+            Operation::RemoveFile { path } => format!("- {path} (no longer in the payload)"),
             Operation::StartService { name, why } => format!("▶ start service {name} ({why})"),
         }
     }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::cluster::associate::Association;
 use crate::cluster::join::{Candidate, JoinReport, JoinResult};
+use crate::cluster::upgrade;
 use crate::cluster::{CORDONED_ANNOTATION, ClusterFacts};
 use crate::desired::model::Instance;
 use crate::engine::NodeContext;
@@ -138,4 +139,29 @@ pub fn preview(candidate: &Candidate<'_>, contexts: &BTreeMap<String, NodeContex
         result: JoinResult::Planned { steps },
         services: None,
     }
+}
+
+/// The nodes to upgrade: an older winfleet version on their Node, their
+/// lifecycle not blocked, their node round done without failures.
+pub fn upgrade_candidates<'a>(
+    instances: &[&'a Instance],
+    contexts: &BTreeMap<String, NodeContext>,
+    reports: &[NodeReport],
+    facts: &ClusterFacts,
+    associations: &BTreeMap<String, Association>,
+) -> Vec<upgrade::Candidate<'a>> {
+    instances
+        .iter()
+        .filter(|i| contexts.get(&i.address).and_then(|c| c.mode) == Some(Mode::UpgradePending))
+        .filter(|i| {
+            reports
+                .iter()
+                .find(|r| r.address == i.address)
+                .is_some_and(|r| !r.failed() && matches!(r.result, NodeResult::Done { .. }))
+        })
+        .filter_map(|i| {
+            let node = facts.nodes.get(associations.get(&i.address)?.node()?)?;
+            Some(upgrade::Candidate { instance: i, node: node.clone() })
+        })
+        .collect()
 }

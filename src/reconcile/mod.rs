@@ -26,9 +26,11 @@ use std::sync::Arc;
 use crate::cluster::apply as cluster_apply;
 use crate::cluster::associate::{Association, associate, resolve_all};
 use crate::cluster::connect::Cluster;
+use crate::cluster::drain::DrainOptions;
 use crate::cluster::events::{Events, Reason, Regarding};
 use crate::cluster::join::{self, JoinOptions};
 use crate::cluster::material;
+use crate::cluster::upgrade::{self, UpgradeResult, UpgradeStage};
 use crate::lifecycle::PayloadState;
 use tokio_util::sync::CancellationToken;
 
@@ -165,11 +167,38 @@ pub async fn round<H: Host>(
             report.csrs = csrs;
         }
     }
+    let upgrades = lifecycle::upgrade_candidates(&all, &contexts, &nodes, &facts, &associations);
+    let mut still_disrupted = Vec::new();
+    if !upgrades.is_empty() {
+        if options.dry_run {
+            report.upgrades = upgrade::preview(pool, &upgrades).await;
+        } else {
+            let chosen: BTreeSet<&str> = upgrades.iter().map(|c| c.node.name.as_str()).collect();
+            let held = facts.nodes.values().filter(|n| n.in_disruption() && !chosen.contains(n.name.as_str())).count();
+            let rollout = upgrade::Rollout {
+                client: &cluster.client,
+                events: &events,
+                pool,
+                max_unavailable: options.rollout.max_unavailable,
+                held,
+                drain: DrainOptions { timeout: options.rollout.drain_timeout, retry: options.rollout.poll },
+                join: options.join,
+                stop: &options.stop,
+            };
+            report.upgrades = upgrade::rollout(&rollout, upgrades).await;
+            still_disrupted = report
+                .upgrades
+                .iter()
+                .filter(|u| matches!(&u.result, UpgradeResult::Failed { stage, .. } if *stage != UpgradeStage::Drain))
+                .map(|u| u.node.clone())
+                .collect();
+        }
+    }
     if !options.dry_run {
         // A rejected plan starts no new reboot, but reboots an earlier round
         // left unfinished are always finished.
         let context = RebootContext { cluster, events: &events, facts: &facts, associations: &associations };
-        report.reboots = reboots(&context, host, &all, &nodes, writable, options).await;
+        report.reboots = reboots(&context, host, &all, &nodes, writable, options, &still_disrupted).await;
     }
     RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) }
 }
@@ -245,6 +274,7 @@ async fn reboots<H: Host>(
     nodes: &[NodeReport],
     new_reboots: bool,
     options: &Options,
+    still_disrupted: &[String],
 ) -> Vec<RebootReport> {
     let owed: BTreeSet<&str> = nodes
         .iter()
@@ -260,7 +290,7 @@ async fn reboots<H: Host>(
             .and_then(Association::node)
             .and_then(|n| context.facts.nodes.get(n));
         match node {
-            Some(node) if owed.contains(instance.address.as_str()) || node.in_disruption() => {
+            Some(node) if owed.contains(instance.address.as_str()) || node.in_reboot() => {
                 candidates.push(Candidate { instance, node: node.clone() });
             }
             None if owed.contains(instance.address.as_str()) => unassociated.push(RebootReport {
@@ -281,6 +311,9 @@ async fn reboots<H: Host>(
         .values()
         .filter(|n| n.in_disruption() && !chosen.contains(n.name.as_str()))
         .map(|n| n.name.clone())
+        .chain(still_disrupted.iter().filter(|n| !chosen.contains(n.as_str())).cloned())
+        .collect::<BTreeSet<String>>()
+        .into_iter()
         .collect();
     let mut reports = rollout::rollout(
         &context.cluster.client,

@@ -11,6 +11,7 @@ use crate::cluster::approve::{CsrOutcome, CsrReport};
 use crate::cluster::join::{JoinReport, JoinResult};
 use crate::cluster::machinesets::MachineSetStep;
 use crate::cluster::rollout::{RebootReport, RebootResult};
+use crate::cluster::upgrade::{UpgradeReport, UpgradeResult};
 use crate::engine::report::{self as node_report, NodeReport};
 use crate::node::outcome::Outcome;
 use crate::plan::{FORMAT_VERSION, MachineSetAction, MachineSetChange, SettingChange, replicas_text, show_value};
@@ -59,6 +60,9 @@ pub struct ClusterReport {
     /// CSRs of listed hosts: approved, refused, or near matches.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub csrs: Vec<CsrReport>,
+    /// Upgrades to the desired version (in a dry run, what they would change).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub upgrades: Vec<UpgradeReport>,
 }
 
 /// An instance without a Node.
@@ -154,11 +158,12 @@ impl ClusterReport {
             || self.reboots.iter().any(|r| matches!(r.result, RebootResult::Failed { .. }))
             || self.material_error.is_some()
             || self.joins.iter().any(|j| matches!(j.result, JoinResult::Failed { .. }))
+            || self.upgrades.iter().any(|u| matches!(u.result, UpgradeResult::Failed { .. }))
     }
 
     /// Whether the plan changes anything.
     pub fn has_changes(&self) -> bool {
-        !self.machine_sets.is_empty() || !self.nodes.is_empty() || !self.joins.is_empty()
+        !self.machine_sets.is_empty() || !self.nodes.is_empty() || !self.joins.is_empty() || !self.upgrades.is_empty()
     }
 }
 
@@ -274,6 +279,19 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
             JoinResult::Planned { steps } => format!("to do: {}", steps.join("; ")),
         };
         let _ = writeln!(out, "  Join {who}: {what}");
+    }
+    for u in &c.upgrades {
+        let what = match &u.result {
+            UpgradeResult::Upgraded { evicted, operations } => {
+                format!("upgraded, {evicted} pod(s) evicted, {operations} operation(s) on the node")
+            }
+            UpgradeResult::Failed { stage, reason } => format!("FAILED at {}: {reason}", stage.name()),
+            UpgradeResult::NotStarted { reason } => format!("not started: {reason}"),
+            UpgradeResult::Planned { operations } => {
+                format!("to do: cordon, drain; {}; Ready; uncordon", operations.join("; "))
+            }
+        };
+        let _ = writeln!(out, "  Upgrade {} ({}) {} -> {}: {what}", u.node, u.address, u.from, u.to);
     }
     for r in &c.reboots {
         let who = if r.node.is_empty() { r.address.clone() } else { format!("{} ({})", r.node, r.address) };

@@ -22,7 +22,10 @@
 //! | being configured; its join's step, or its plan          | Progressing | `Configuring`, `ConfigurePlanned` | — |
 //! | its join stopped at a step                              | Failed      | `JoinFailed`           | `transient` |
 //! | joined: Ready, labelled, uncordoned, versioned          | Ready       | `Joined`               | —           |
-//! | the Node has an older winfleet version                  | Progressing | `UpgradePending`       | —           |
+//! | the Node has an older winfleet version                  | Progressing | `UpgradePending`, `UpgradePlanned`, `WaitingForRolloutSlot` | — |
+//! | its upgrade's drain did not finish                      | Waiting     | `DrainBlocked`         | `waiting`   |
+//! | its upgrade stopped (the node stays cordoned)           | Failed      | `UpgradeFailed`        | `transient`, Stalled |
+//! | upgraded                                                | Ready       | `Upgraded`             | —           |
 //! | drift found in a warn-mode drift check (dry run)        | Drifted     | `DriftDetected`        | —           |
 //! | drift found and corrected                               | Ready       | `DriftCorrected`       | —           |
 //! | in sync (after a reboot too)                            | Ready       | `InSync`               | —           |
@@ -34,6 +37,7 @@
 
 use crate::cluster::join::JoinResult;
 use crate::cluster::rollout::{RebootReport, RebootResult, RebootStage};
+use crate::cluster::upgrade::{UpgradeResult, UpgradeStage};
 use crate::engine::report::{LifecycleReport, NodeReport, NodeResult, Stage};
 use crate::lifecycle::Mode;
 use crate::node::outcome::Outcome;
@@ -223,11 +227,7 @@ fn lifecycle(
             ),
             ErrorClass::Waiting,
         )),
-        (Mode::UpgradePending, _) => Some(Verdict::new(
-            InstancePhase::Progressing,
-            "UpgradePending",
-            format!("the Node runs an older winfleet version; {} comes with its upgrade", report.version),
-        )),
+        (Mode::UpgradePending, _) => Some(upgraded(address, report, cluster)),
         (_, Some(join)) => Some(match &join.result {
             JoinResult::Joined => {
                 Verdict::new(InstancePhase::Ready, "Joined", format!("joined at version {}", report.version))
@@ -252,7 +252,43 @@ fn lifecycle(
             "Configuring",
             format!("being configured: {}", report.waiting.join("; ")),
         )),
-        (Mode::Maintain, None) => None,
+        (Mode::Maintain | Mode::Upgrade, None) => None,
+    }
+}
+
+/// An instance whose Node runs an older winfleet version: its upgrade.
+fn upgraded(address: &str, report: &LifecycleReport, cluster: Option<&ClusterReport>) -> Verdict<InstancePhase> {
+    let upgrade = cluster.and_then(|c| c.upgrades.iter().find(|u| u.address == address));
+    match upgrade.map(|u| &u.result) {
+        Some(UpgradeResult::Upgraded { .. }) => {
+            Verdict::new(InstancePhase::Ready, "Upgraded", format!("upgraded to {}", report.version))
+        }
+        Some(UpgradeResult::Failed { stage: UpgradeStage::Drain, reason }) => Verdict::error(
+            InstancePhase::Waiting,
+            "DrainBlocked",
+            format!("upgrade: the drain did not finish: {reason}"),
+            ErrorClass::Waiting,
+        ),
+        Some(UpgradeResult::Failed { stage, reason }) => Verdict::error(
+            InstancePhase::Failed,
+            "UpgradeFailed",
+            format!("upgrade to {} stopped at {}: {reason}", report.version, stage.name()),
+            ErrorClass::Transient,
+        )
+        .stalled(),
+        Some(UpgradeResult::NotStarted { reason }) => {
+            Verdict::new(InstancePhase::Progressing, "WaitingForRolloutSlot", format!("upgrade not started: {reason}"))
+        }
+        Some(UpgradeResult::Planned { operations }) => Verdict::new(
+            InstancePhase::Progressing,
+            "UpgradePlanned",
+            format!("upgrade to {}: {}", report.version, operations.join("; ")),
+        ),
+        None => Verdict::new(
+            InstancePhase::Progressing,
+            "UpgradePending",
+            format!("the Node runs an older winfleet version; {} comes with its upgrade", report.version),
+        ),
     }
 }
 

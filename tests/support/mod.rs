@@ -123,5 +123,6 @@ pub fn winfleet(args: &[&str]) -> (i32, String, String) {
 }
 pub mod apiserver;
 pub mod fleet;
+pub mod join;
 pub mod kubelet;
 pub mod remote;

@@ -1,0 +1,297 @@
+//! The upgrade rollout: nodes whose version annotation is an older
+//! winfleet version (the repository changed the payload pin or the services
+//! manifest) are brought to the desired version one disruption slot at a
+//! time (`rollout.maxUnavailable`, shared with safe reboots, BYOH and
+//! Machine nodes together).
+//!
+//! Per node: cordon (recorded as winfleet's) with the disruption marker
+//! [`UPGRADING_ANNOTATION`]; drain through the Eviction API; the node step
+//! in [`Mode::Upgrade`] (the services whose files or definition change are
+//! stopped, dependents first; only files whose SHA-256 differs are
+//! uploaded; changed definitions updated; what the older version installed
+//! and this one does not removed, by the install record; started again);
+//! Ready with a heartbeat newer than the restart; the version annotation,
+//! the marker removed and the uncordon in one write. A node that does not
+//! come back stops the rollout and stays cordoned. A node left marked by a
+//! crash is finished first (each step is observed, so nothing is done twice).
+
+use std::collections::VecDeque;
+
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::api::Api;
+use serde::Serialize;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::apply::api_error;
+use super::drain::{DrainOptions, drain};
+use super::events::{Events, Reason, Regarding};
+use super::join::{JoinOptions, patch, ready};
+use super::observe::node_obs;
+use super::{CORDONED_ANNOTATION, NodeObs, UPGRADING_ANNOTATION};
+use crate::desired::model::Instance;
+use crate::engine::{self, NodeContext};
+use crate::lifecycle::{Mode, VERSION_ANNOTATION};
+use crate::ssh::Pool;
+
+/// Where an upgrade stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum UpgradeStage {
+    /// Cordoning and marking.
+    Cordon,
+    /// Evicting pods.
+    Drain,
+    /// Stopping, replacing, updating and starting on the node.
+    Node,
+    /// Waiting for Ready.
+    Ready,
+    /// The version annotation and the uncordon.
+    Finish,
+}
+
+impl UpgradeStage {
+    /// The stage in words.
+    pub fn name(self) -> &'static str {
+        match self {
+            UpgradeStage::Cordon => "cordon",
+            UpgradeStage::Drain => "drain",
+            UpgradeStage::Node => "the node's files and services",
+            UpgradeStage::Ready => "wait for Ready",
+            UpgradeStage::Finish => "version annotation and uncordon",
+        }
+    }
+}
+
+/// How one node's upgrade ended.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum UpgradeResult {
+    /// At the desired version, Ready and uncordoned.
+    Upgraded {
+        /// Pods evicted.
+        evicted: usize,
+        /// Operations applied on the node.
+        operations: usize,
+    },
+    /// Stopped; a drain that could not finish is undone (uncordoned), a
+    /// node that failed later stays cordoned and stops the rollout.
+    Failed {
+        /// Where.
+        stage: UpgradeStage,
+        /// Why.
+        reason: String,
+    },
+    /// Waiting for a slot, or the rollout stopped.
+    NotStarted {
+        /// Why.
+        reason: String,
+    },
+    /// A dry run: what the upgrade would change.
+    Planned {
+        /// The node's operations (display form).
+        operations: Vec<String>,
+    },
+}
+
+/// One node's upgrade.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradeReport {
+    /// Node name.
+    pub node: String,
+    /// Instance address.
+    pub address: String,
+    /// From and to.
+    pub from: String,
+    /// The desired version.
+    pub to: String,
+    /// How it ended.
+    #[serde(flatten)]
+    pub result: UpgradeResult,
+}
+
+/// A node to upgrade.
+#[derive(Clone, Debug)]
+pub struct Candidate<'a> {
+    /// Its instance (the runtime spec).
+    pub instance: &'a Instance,
+    /// Its Node as observed.
+    pub node: NodeObs,
+}
+
+/// What the rollout needs.
+pub struct Rollout<'a> {
+    /// The cluster.
+    pub client: &'a Client,
+    /// Events.
+    pub events: &'a Events,
+    /// SSH.
+    pub pool: &'a Pool,
+    /// Nodes disrupted at once (with `held` counted).
+    pub max_unavailable: usize,
+    /// Nodes outside this rollout that hold a slot.
+    pub held: usize,
+    /// Drain settings.
+    pub drain: DrainOptions,
+    /// The Ready wait.
+    pub join: JoinOptions,
+    /// Stop starting new upgrades.
+    pub stop: &'a CancellationToken,
+}
+
+/// Upgrades `candidates`, nodes left marked first, one slot each.
+pub async fn rollout(r: &Rollout<'_>, mut candidates: Vec<Candidate<'_>>) -> Vec<UpgradeReport> {
+    candidates.sort_by(|a, b| (!marked(&a.node), &a.node.name).cmp(&(!marked(&b.node), &b.node.name)));
+    let slots = r.max_unavailable.max(1).saturating_sub(r.held);
+    let mut stopped = (slots == 0).then(|| "other nodes winfleet disrupted are not back yet".to_owned());
+    let mut queue: VecDeque<Candidate<'_>> = candidates.into();
+    let mut running = FuturesUnordered::new();
+    let mut reports = Vec::new();
+    loop {
+        while running.len() < slots && stopped.is_none() {
+            if r.stop.is_cancelled() {
+                stopped = Some("winfleet is stopping; the next round continues the upgrade".into());
+                break;
+            }
+            let Some(candidate) = queue.pop_front() else { break };
+            running.push(upgrade_one(r, candidate));
+        }
+        let Some(report) = running.next().await else { break };
+        if let UpgradeResult::Failed { stage, .. } = &report.result
+            && *stage != UpgradeStage::Drain
+        {
+            stopped.get_or_insert_with(|| format!("the upgrade rollout stopped: node {} is not back", report.node));
+        }
+        reports.push(report);
+    }
+    let reason = stopped.unwrap_or_default();
+    reports.extend(queue.into_iter().map(|c| report(&c, UpgradeResult::NotStarted { reason: reason.clone() })));
+    reports
+}
+
+fn marked(node: &NodeObs) -> bool {
+    node.annotations.contains_key(UPGRADING_ANNOTATION)
+}
+
+fn version(candidate: &Candidate<'_>) -> String {
+    candidate.instance.spec.lifecycle.as_ref().map(|l| l.version.clone()).unwrap_or_default()
+}
+
+fn report(c: &Candidate<'_>, result: UpgradeResult) -> UpgradeReport {
+    UpgradeReport {
+        node: c.node.name.clone(),
+        address: c.instance.address.clone(),
+        from: c.node.annotations.get(VERSION_ANNOTATION).cloned().unwrap_or_default(),
+        to: version(c),
+        result,
+    }
+}
+
+/// What an upgrade would change on each node (a dry run, nothing written).
+pub async fn preview(pool: &Pool, candidates: &[Candidate<'_>]) -> Vec<UpgradeReport> {
+    let mut out = Vec::new();
+    for c in candidates {
+        let context = NodeContext { mode: Some(Mode::Upgrade), node: Some(c.node.object.clone()), disrupt: true };
+        let node = engine::node(pool, c.instance, true, &context).await;
+        let result = match &node.result {
+            engine::report::NodeResult::Done { operations, .. } => {
+                UpgradeResult::Planned { operations: operations.iter().map(|o| o.operation.headline()).collect() }
+            }
+            _ => UpgradeResult::Failed { stage: UpgradeStage::Node, reason: engine::report::node_line(&node) },
+        };
+        out.push(report(c, result));
+    }
+    out
+}
+
+async fn upgrade_one(r: &Rollout<'_>, c: Candidate<'_>) -> UpgradeReport {
+    let result = run(r, &c).await;
+    let regarding = Regarding::Node(&c.node.name, &c.node.uid);
+    match &result {
+        UpgradeResult::Upgraded { .. } => {
+            r.events.publish(regarding, Reason::Upgraded, format!("upgraded to {}; uncordoned", version(&c))).await;
+        }
+        UpgradeResult::Failed { stage, reason } => {
+            let note = format!("upgrade to {} stopped at {}: {reason}", version(&c), stage.name());
+            tracing::warn!(node = %c.node.name, "{note}");
+            r.events.publish(regarding, Reason::UpgradeFailed, note).await;
+        }
+        _ => {}
+    }
+    report(&c, result)
+}
+
+async fn run(r: &Rollout<'_>, c: &Candidate<'_>) -> UpgradeResult {
+    let nodes: Api<Node> = Api::all(r.client.clone());
+    let fail = |stage, reason: String| UpgradeResult::Failed { stage, reason };
+    let name = &c.node.name;
+    let fresh = match nodes.get(name).await {
+        Ok(n) => node_obs(&n),
+        Err(e) => return fail(UpgradeStage::Cordon, format!("cannot read the Node: {}", api_error(&e))),
+    };
+    if !marked(&fresh) {
+        let mut annotations = json!({ UPGRADING_ANNOTATION: version(c) });
+        if !fresh.unschedulable {
+            annotations[CORDONED_ANNOTATION] = json!("true");
+        }
+        let body = json!({
+            "metadata": { "resourceVersion": fresh.resource_version, "annotations": annotations },
+            "spec": { "unschedulable": true },
+        });
+        if let Err(e) = patch(&nodes, name, &body).await {
+            return fail(UpgradeStage::Cordon, format!("cannot cordon: {e}"));
+        }
+        r.events
+            .publish(
+                Regarding::Node(name, &c.node.uid),
+                Reason::Upgrading,
+                format!("cordoned to upgrade to {}", version(c)),
+            )
+            .await;
+    }
+    let evicted = match drain(r.client, r.events, (name, &c.node.uid), r.drain).await {
+        Ok(n) => n,
+        Err(reason) => {
+            // Nothing was changed on the node: undo the cordon, keep the
+            // version; the next round tries again.
+            let note = match finish(&nodes, name, None).await {
+                Ok(()) => format!("{reason}; uncordoned, the upgrade is still to come"),
+                Err(e) => format!("{reason}; uncordoning failed too ({e})"),
+            };
+            return fail(UpgradeStage::Drain, note);
+        }
+    };
+    let started = jiff::Timestamp::now();
+    let context = NodeContext { mode: Some(Mode::Upgrade), node: Some(fresh.object.clone()), disrupt: true };
+    let step = engine::node(r.pool, c.instance, false, &context).await;
+    if step.failed() {
+        return fail(UpgradeStage::Node, format!("{}; the node stays cordoned", engine::report::node_line(&step)));
+    }
+    let operations = step.counts().applied;
+    if let Err(e) = ready(&nodes, name, started, r.join).await {
+        return fail(UpgradeStage::Ready, format!("{e}; the node stays cordoned"));
+    }
+    if let Err(e) = finish(&nodes, name, Some(&version(c))).await {
+        return fail(UpgradeStage::Finish, e);
+    }
+    UpgradeResult::Upgraded { evicted, operations }
+}
+
+/// Removes the marker and winfleet's cordon; with `version`, sets the
+/// version annotation in the same write.
+async fn finish(nodes: &Api<Node>, name: &str, version: Option<&str>) -> Result<(), String> {
+    let node = nodes.get(name).await.map(|n| node_obs(&n)).map_err(|e| api_error(&e))?;
+    let mut annotations = json!({ UPGRADING_ANNOTATION: null, CORDONED_ANNOTATION: null });
+    if let Some(v) = version {
+        annotations[VERSION_ANNOTATION] = json!(v);
+    }
+    let mut body = json!({ "metadata": { "resourceVersion": node.resource_version, "annotations": annotations } });
+    if node.annotations.contains_key(CORDONED_ANNOTATION) {
+        body["spec"] = json!({ "unschedulable": false });
+    }
+    patch(nodes, name, &body).await.map(drop)
+}

@@ -1,0 +1,180 @@
+//! A lifecycle test bench: real sshd nodes with their own host names and a
+//! systemctl shim, the in-memory API served over loopback with the cluster
+//! material a join needs, a payload whose kubelet is the fake kubelet, and
+//! a config repository with a posix services manifest.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::fmt::Write as _;
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use winfleet::cluster::connect::Cluster;
+use winfleet::cluster::join::JoinOptions;
+use winfleet::desired::model::{Desired, Instance};
+use winfleet::engine::host::SshHost;
+use winfleet::lifecycle::PayloadState;
+use winfleet::payload::Payload;
+use winfleet::reconcile::{self, Options, report::RoundReport};
+use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
+
+use super::apiserver::{ApiServer, Served, fixtures};
+use super::fleet::TestFleet;
+
+pub const TOKEN: &str = "abcdef.0123456789abcdef";
+
+/// The posix services manifest: containerd and the (fake) kubelet start
+/// before the Node exists; hybrid-overlay-node needs the Node's name.
+pub fn services_manifest() -> String {
+    let services = serde_json::json!([
+        { "name": "containerd", "path": "payload/containerd/containerd --config payload/containerd/containerd.toml",
+          "bootstrap": true, "priority": 0 },
+        { "name": "kubelet",
+          "path": "payload/kube-node/kubelet --config=payload/kubelet.conf --bootstrap-kubeconfig=payload/bootstrap-kubeconfig --kubeconfig=payload/kubeconfig --node-labels=node.openshift.io/os_id=Windows --node-ip=NODE_IP",
+          "powershellPreScripts": [{ "variableName": "NODE_IP", "path": "set -- $SSH_CONNECTION; echo $3", "NodeArgs": null }],
+          "dependencies": ["containerd"], "bootstrap": true, "priority": 1 },
+        { "name": "hybrid-overlay-node", "path": "payload/hybrid-overlay-node --node NODE_NAME",
+          "nodeVariablesInCommand": [{ "name": "NODE_NAME", "nodeObjectJsonPath": "{.metadata.name}" }],
+          "dependencies": ["kubelet"], "bootstrap": false, "priority": 2 },
+    ]);
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: windows-services-test\n  namespace: openshift-windows-machine-config-operator\ndata:\n  files: '[]'\n  services: '{}'\n",
+        services.to_string().replace('\'', "''")
+    )
+}
+
+pub fn executable(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+pub fn payload(root: &Path) -> PathBuf {
+    let dir = root.join("payload-src");
+    executable(&dir.join("kube-node/kubelet"), &super::kubelet::wrapper_script());
+    executable(&dir.join("containerd/containerd"), "#!/bin/sh\nexec sleep 3600\n");
+    fs::write(dir.join("containerd/containerd.toml"), "version = 2\n").unwrap();
+    executable(&dir.join("hybrid-overlay-node"), "#!/bin/sh\necho \"hybrid overlay for $2\"\nexec sleep 3600\n");
+    dir
+}
+
+pub struct Setup {
+    pub fleet: TestFleet,
+    pub server: ApiServer,
+    pub served: Served,
+    pub cluster: Cluster,
+    pub desired: Desired,
+    pub payload: Arc<Payload>,
+    pub pool: Pool,
+    pub repo: tempfile::TempDir,
+    pub options: Options,
+}
+
+pub async fn setup(names: &[&str]) -> Setup {
+    let fleet = TestFleet::start_named(names);
+    for node in &fleet.nodes {
+        node.install_systemctl("units");
+    }
+    let server = ApiServer::new();
+    let served = server.serve().await;
+    let ca = server.ca_pem();
+    server.seed(fixtures::bootstrap_secret(TOKEN, &ca));
+    server.seed(fixtures::infrastructure(&served.url));
+    server.seed(fixtures::network("172.30.0.0/16"));
+    server.seed(fixtures::controller_config(&ca));
+    server.add_token(TOKEN, "system:bootstrap:abcdef", &["system:bootstrappers", "system:bootstrappers:worker"]);
+    let payload = Arc::new(Payload::load(&payload(fleet.dir())).unwrap());
+    let repo = tempfile::tempdir().unwrap();
+    let fleet_yaml = format!(
+        "{}  payload:\n    digest: {}\n    posixDir: payload\n  services:\n    posixDir: units\n",
+        fleet.fleet_yaml(),
+        payload.digest
+    );
+    fs::write(repo.path().join("fleet.yaml"), fleet_yaml).unwrap();
+    fs::write(repo.path().join("services.yaml"), services_manifest()).unwrap();
+    let mut list = String::from(
+        "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: join\nspec:\n  instances:\n",
+    );
+    for node in &fleet.nodes {
+        let _ = writeln!(list, "  - address: {}\n    labels: {{example.com/team: payments}}", node.address);
+    }
+    fs::write(repo.path().join("instances.yaml"), list).unwrap();
+    let loaded = winfleet::desired::load(&winfleet::source::read_worktree(repo.path()).unwrap(), Default::default());
+    let desired = loaded.desired.unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics));
+    let pool = Pool::new(
+        load_key(&fleet.key).unwrap(),
+        KnownHosts::load(&fleet.known_hosts, false).unwrap(),
+        Settings::default(),
+    );
+    let cluster = Cluster { client: server.client(), url: served.url.clone() };
+    let options = Options {
+        max_parallel: 8,
+        whole_fleet: true,
+        payload: PayloadState::Loaded(Arc::clone(&payload)),
+        join: JoinOptions {
+            max_parallel: 8,
+            register_timeout: Duration::from_secs(60),
+            ready_timeout: Duration::from_secs(60),
+            poll: Duration::from_millis(200),
+        },
+        rollout: winfleet::cluster::rollout::RolloutOptions { poll: Duration::from_millis(200), ..Default::default() },
+        ..Options::default()
+    };
+    Setup { fleet, server, served, cluster, desired, payload, pool, repo, options }
+}
+
+impl Setup {
+    /// Changes the payload with `edit` (on the payload directory), pins the
+    /// new digest in the repository and loads it.
+    pub fn repin(&mut self, edit: impl FnOnce(&Path)) {
+        let dir = self.fleet.dir().join("payload-src");
+        edit(&dir);
+        let old = self.payload.digest.clone();
+        self.payload = Arc::new(Payload::load(&dir).unwrap());
+        let fleet = self.repo.path().join("fleet.yaml");
+        let text = fs::read_to_string(&fleet).unwrap().replace(&old, &self.payload.digest);
+        fs::write(&fleet, text).unwrap();
+        self.options.payload = PayloadState::Loaded(Arc::clone(&self.payload));
+        self.reload();
+    }
+
+    /// Loads the repository again.
+    pub fn reload(&mut self) {
+        let loaded =
+            winfleet::desired::load(&winfleet::source::read_worktree(self.repo.path()).unwrap(), Default::default());
+        self.desired = loaded.desired.unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics));
+    }
+
+    /// The desired version.
+    pub fn version(&self) -> String {
+        self.desired.specs.values().next().unwrap().lifecycle.as_ref().unwrap().version.clone()
+    }
+}
+
+pub async fn round(setup: &Setup) -> RoundReport {
+    let instances: Vec<&Instance> = setup.desired.instances.values().collect();
+    let host = SshHost { pool: &setup.pool };
+    reconcile::round(Some(&setup.cluster), &setup.pool, &host, &setup.desired, &instances, &setup.options, |_| {}).await
+}
+
+/// The services' logs and the systemctl calls of every node (for failures).
+pub fn logs(fleet: &TestFleet) -> String {
+    let mut out = String::new();
+    for node in &fleet.nodes {
+        let listing = std::process::Command::new("ls").arg("-la").arg(node.dir.join("services")).output().unwrap();
+        let _ = writeln!(out, "--- {} services/\n{}", node.address, String::from_utf8_lossy(&listing.stdout));
+        for name in ["systemctl", "kubelet", "containerd", "hybrid-overlay-node"] {
+            let text = fs::read_to_string(node.dir.join("services").join(format!("{name}.log"))).unwrap_or_default();
+            let _ = writeln!(out, "--- {} {name}.log\n{text}", node.address);
+        }
+    }
+    out
+}
+
+pub fn node(server: &ApiServer, name: &str) -> Value {
+    server.get("v1", "Node", None, name).unwrap_or_else(|| panic!("Node {name} is not registered"))
+}
