@@ -145,7 +145,7 @@ pub struct Rollout<'a> {
 
 /// Upgrades `candidates`, nodes left marked first, one slot each.
 pub async fn rollout(r: &Rollout<'_>, mut candidates: Vec<Candidate<'_>>) -> Vec<UpgradeReport> {
-    candidates.sort_by(|a, b| (!marked(&a.node), &a.node.name).cmp(&(!marked(&b.node), &b.node.name)));
+    order(&mut candidates);
     let slots = r.max_unavailable.max(1).saturating_sub(r.held);
     let mut stopped = (slots == 0).then(|| "other nodes winfleet disrupted are not back yet".to_owned());
     let mut queue: VecDeque<Candidate<'_>> = candidates.into();
@@ -173,6 +173,11 @@ pub async fn rollout(r: &Rollout<'_>, mut candidates: Vec<Candidate<'_>>) -> Vec
     reports
 }
 
+/// The rollout's order: nodes a crash left marked, then by name.
+fn order(candidates: &mut [Candidate<'_>]) {
+    candidates.sort_by(|a, b| (!marked(&a.node), &a.node.name).cmp(&(!marked(&b.node), &b.node.name)));
+}
+
 fn marked(node: &NodeObs) -> bool {
     node.annotations.contains_key(UPGRADING_ANNOTATION)
 }
@@ -191,10 +196,12 @@ fn report(c: &Candidate<'_>, result: UpgradeResult) -> UpgradeReport {
     }
 }
 
-/// What an upgrade would change on each node (a dry run, nothing written).
-pub async fn preview(pool: &Pool, candidates: &[Candidate<'_>]) -> Vec<UpgradeReport> {
+/// What an upgrade would change on each node, in the rollout's order (a
+/// dry run, nothing written).
+pub async fn preview(pool: &Pool, mut candidates: Vec<Candidate<'_>>) -> Vec<UpgradeReport> {
+    order(&mut candidates);
     let mut out = Vec::new();
-    for c in candidates {
+    for c in &candidates {
         let context = NodeContext { mode: Some(Mode::Upgrade), node: Some(c.node.object.clone()), disrupt: true };
         let node = engine::node(pool, c.instance, true, &context).await;
         let result = match &node.result {
@@ -265,13 +272,15 @@ async fn run(r: &Rollout<'_>, c: &Candidate<'_>) -> UpgradeResult {
             return fail(UpgradeStage::Drain, note);
         }
     };
-    let started = jiff::Timestamp::now();
     let context = NodeContext { mode: Some(Mode::Upgrade), node: Some(fresh.object.clone()), disrupt: true };
     let step = engine::node(r.pool, c.instance, false, &context).await;
     if step.failed() {
         return fail(UpgradeStage::Node, format!("{}; the node stays cordoned", engine::report::node_line(&step)));
     }
     let operations = step.counts().applied;
+    // A heartbeat from after the step: a kubelet the step stopped and
+    // could not start again cannot pass for one that came back.
+    let started = jiff::Timestamp::now();
     if let Err(e) = ready(&nodes, name, started, r.join).await {
         return fail(UpgradeStage::Ready, format!("{e}; the node stays cordoned"));
     }

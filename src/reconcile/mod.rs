@@ -170,11 +170,12 @@ pub async fn round<H: Host>(
     let upgrades = lifecycle::upgrade_candidates(&all, &contexts, &nodes, &facts, &associations);
     let mut still_disrupted = Vec::new();
     if !upgrades.is_empty() {
+        let chosen: BTreeSet<&str> = upgrades.iter().map(|c| c.node.name.as_str()).collect();
+        let held = facts.nodes.values().filter(|n| n.in_disruption() && !chosen.contains(n.name.as_str())).count();
+        report.upgrade_slots = Some(options.rollout.max_unavailable.max(1).saturating_sub(held));
         if options.dry_run {
-            report.upgrades = upgrade::preview(pool, &upgrades).await;
+            report.upgrades = upgrade::preview(pool, upgrades).await;
         } else {
-            let chosen: BTreeSet<&str> = upgrades.iter().map(|c| c.node.name.as_str()).collect();
-            let held = facts.nodes.values().filter(|n| n.in_disruption() && !chosen.contains(n.name.as_str())).count();
             let rollout = upgrade::Rollout {
                 client: &cluster.client,
                 events: &events,

@@ -63,6 +63,10 @@ pub struct ClusterReport {
     /// Upgrades to the desired version (in a dry run, what they would change).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub upgrades: Vec<UpgradeReport>,
+    /// Nodes upgraded at once (rollout.maxUnavailable less the nodes other
+    /// disruptions hold).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upgrade_slots: Option<usize>,
 }
 
 /// An instance without a Node.
@@ -279,6 +283,13 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
             JoinResult::Planned { steps } => format!("to do: {}", steps.join("; ")),
         };
         let _ = writeln!(out, "  Join {who}: {what}");
+    }
+    if let Some(slots) = c.upgrade_slots.filter(|_| !c.upgrades.is_empty()) {
+        let _ = writeln!(
+            out,
+            "  Upgrades: {} node(s), {slots} at a time (rollout.maxUnavailable), in this order:",
+            c.upgrades.len()
+        );
     }
     for u in &c.upgrades {
         let what = match &u.result {
