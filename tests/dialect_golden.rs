@@ -29,6 +29,7 @@ fn spec(shell: Shell, dir: &str) -> NodeSpec {
         environment_dir: (shell == Shell::Posix).then(|| "/etc/systemd/system.conf.d".to_owned()),
         services: OBSERVED_SERVICES.map(str::to_owned).to_vec(),
         lifecycle: None,
+        leaving: false,
     }
 }
 

@@ -149,7 +149,7 @@ fn scripts(shell: Shell) -> Vec<(&'static str, String)> {
             LifecycleChange::WriteGenerated { .. } => "generated",
             LifecycleChange::Define { .. } => "define",
             LifecycleChange::Start { .. } => "start",
-            LifecycleChange::RemoveService { .. } | LifecycleChange::RemoveFile { .. } => "remove",
+            _ => "remove",
         })
         .collect();
     for kind in ["stop", "mkdir", "upload", "generated", "define", "start"] {
@@ -203,12 +203,58 @@ fn upgrade_script(shell: Shell) -> String {
     }
 }
 
+/// A deconfigure: the record's services, files, kubelet credentials and
+/// directories go, the registry entry and the proxy variable too, then the
+/// record.
+fn deconfigure_script(shell: Shell) -> String {
+    let mut spec = spec(shell);
+    spec.registries.clear();
+    spec.environment.clear();
+    spec.leaving = true;
+    if shell == Shell::Posix {
+        spec.environment_dir = Some("/etc/systemd/system.conf.d".into());
+    }
+    let lifecycle = Arc::new(spec.lifecycle.as_deref().unwrap().for_deconfigure());
+    spec.lifecycle = Some(Arc::clone(&lifecycle));
+    let mut facts = facts(shell);
+    facts.registries.insert("quay.io".into(), Some("1".repeat(64)));
+    facts.environment.insert("HTTP_PROXY".into(), "http://proxy.corp:3128".into());
+    let record = match shell {
+        Shell::Powershell => format!(
+            "dir C:\\k\ndir C:\\k\\cni\nfile {0} C:\\k\\kubelet.exe\nservice kubelet\nstate C:\\k\\kubeconfig\n\
+             certs c:\\var\\lib\\kubelet\\pki\n",
+            "0".repeat(64)
+        ),
+        Shell::Posix => format!(
+            "dir payload\nfile {0} payload/kube-node/kubelet\nfile {0} /etc/systemd/system/kubelet.service\n\
+             service kubelet\nstate payload/kubeconfig\n",
+            "0".repeat(64)
+        ),
+    };
+    facts.lifecycle.record = Some(winfleet::lifecycle::record::parse(&record));
+    let changes = winfleet::node::plan::plan_node(&spec, &facts);
+    assert!(!changes.is_empty(), "the registry and the variable go");
+    let plan =
+        plan_lifecycle(&lifecycle, &facts.lifecycle, Context { mode: Mode::Deconfigure, node: None, disrupt: true });
+    let base = changes.len();
+    let indexed: Vec<(usize, &LifecycleChange<'_>)> =
+        plan.changes.iter().enumerate().map(|(i, c)| (base + i, c)).collect();
+    match shell {
+        Shell::Powershell => powershell::apply_script(&spec, &changes, &indexed),
+        Shell::Posix => dialect::apply(&spec, &facts, &changes, &indexed).input,
+    }
+}
+
 #[test]
 fn lifecycle_scripts_match_their_golden_files() {
     let mut failures = Vec::new();
     for (shell, name, ext) in [(Shell::Powershell, "powershell", "ps1"), (Shell::Posix, "posix", "sh")] {
         let path = support::fixture(&format!("dialect/lifecycle/{name}-upgrade-apply.{ext}"));
         if let Err(e) = support::check_golden(&path, &upgrade_script(shell)) {
+            failures.push(e);
+        }
+        let path = support::fixture(&format!("dialect/lifecycle/{name}-deconfigure-apply.{ext}"));
+        if let Err(e) = support::check_golden(&path, &deconfigure_script(shell)) {
             failures.push(e);
         }
         for (kind, text) in scripts(shell) {

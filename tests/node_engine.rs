@@ -367,6 +367,7 @@ fn the_posix_dialect_carries_any_bytes_exactly() {
         environment_dir: Some("env $(touch PWNED11)".to_owned()),
         services: vec!["containerd".into()],
         lifecycle: None,
+        leaving: false,
     };
     let instance = Instance {
         address: node.address.clone(),

@@ -56,6 +56,15 @@ pub enum Reason {
     Upgraded,
     /// An upgrade stopped.
     UpgradeFailed,
+    /// Cordoned to deconfigure: the instance left the repository.
+    Deconfiguring,
+    /// Deconfigured; the Node object is deleted next.
+    Deconfigured,
+    /// A deconfigure stopped.
+    DeconfigureFailed,
+    /// The commit would deconfigure more than prune.maxRemovalPercent of
+    /// the instances: nobody is deconfigured.
+    DeconfigureRefused,
 }
 
 impl Reason {
@@ -84,6 +93,10 @@ impl Reason {
             Reason::Upgrading => "Upgrading",
             Reason::Upgraded => "Upgraded",
             Reason::UpgradeFailed => "UpgradeFailed",
+            Reason::Deconfiguring => "Deconfiguring",
+            Reason::Deconfigured => "Deconfigured",
+            Reason::DeconfigureFailed => "DeconfigureFailed",
+            Reason::DeconfigureRefused => "DeconfigureRefused",
         }
     }
 
@@ -98,6 +111,8 @@ impl Reason {
                 | Reason::DrainFailed
                 | Reason::RebootFailed
                 | Reason::CsrRefused
+                | Reason::DeconfigureFailed
+                | Reason::DeconfigureRefused
                 | Reason::CsrNearMatch
                 | Reason::JoinFailed
                 | Reason::UpgradeFailed

@@ -18,6 +18,7 @@ pub mod approve;
 pub mod associate;
 pub mod connect;
 pub mod csr;
+pub mod deconfigure;
 pub mod drain;
 pub mod events;
 pub mod join;
@@ -54,6 +55,9 @@ pub const REBOOTING_ANNOTATION: &str = "winfleet.io/rebooting";
 /// [`REBOOTING_ANNOTATION`] it holds a disruption slot until the node is
 /// back, across crashes and rounds.
 pub const UPGRADING_ANNOTATION: &str = "winfleet.io/upgrading";
+/// Marks a node winfleet is deconfiguring (its instance left the
+/// repository); a crash in the middle is finished by the next round.
+pub const DECONFIGURING_ANNOTATION: &str = "winfleet.io/deconfiguring";
 /// Set when winfleet (not an administrator) cordoned the node, so that only
 /// its own cordon is lifted.
 pub const CORDONED_ANNOTATION: &str = "winfleet.io/cordoned";

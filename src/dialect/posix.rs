@@ -148,6 +148,14 @@ r() {
     if !env.is_empty() {
         let indexes = env.iter().map(usize::to_string).collect::<Vec<_>>().join(" ");
         match &spec.environment_dir {
+            Some(dir) if spec.leaving && spec.environment.is_empty() => {
+                let path = format!("{dir}/{ENVIRONMENT_DROP_IN}");
+                let _ = writeln!(
+                    s,
+                    "idx='{indexes}'; p=$(v '{}'); p=${{p%x}}; if err=$(rm -f -- \"$p\" 2>&1); then o applied; else o failed \"$err\"; fi",
+                    b64(&path)
+                );
+            }
             Some(dir) => {
                 let content = super::systemd::render_drop_in(&spec.environment, facts.boot_id.as_deref());
                 let path = format!("{dir}/{ENVIRONMENT_DROP_IN}");

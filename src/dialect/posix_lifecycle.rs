@@ -81,6 +81,13 @@ pub fn observe(spec: &LifecycleSpec, list: &ObserveList) -> String {
         b64(units)
     );
     s.push_str(OBSERVE);
+    if list.record {
+        let _ = writeln!(
+            s,
+            "recf=$(d '{}'; printf x); recf=${{recf%x}}\nif [ -f \"$recf\" ]; then t lrecord \"$(cat -- \"$recf\")\"; fi",
+            b64(record_path(Shell::Posix))
+        );
+    }
     s
 }
 
@@ -217,7 +224,20 @@ pub fn apply(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) ->
             LifecycleChange::Define { service, unit: Some(unit), .. } => {
                 let path = format!("{}/{}.service", spec.units_dir.as_deref().unwrap_or("."), service.name);
                 let sha = crate::node::sha256_hex(unit.as_bytes());
-                let _ = writeln!(units, "un {i} '{}' '{}' {sha} '{}'", b64(&path), b64(unit), b64(&service.name));
+                let (state, certs) = service.state();
+                let lines: Vec<String> = state
+                    .iter()
+                    .map(|p| format!("state {p}"))
+                    .chain(certs.iter().map(|d| format!("certs {d}")))
+                    .collect();
+                let _ = writeln!(
+                    units,
+                    "un {i} '{}' '{}' {sha} '{}' '{}'",
+                    b64(&path),
+                    b64(unit),
+                    b64(&service.name),
+                    b64(&lines.join("\n"))
+                );
             }
             LifecycleChange::Define { .. } => {
                 let _ = writeln!(units, "idx={i}; o failed 'a posix node needs a unit file'");
@@ -233,6 +253,15 @@ pub fn apply(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) ->
             }
             LifecycleChange::RemoveFile { path } => {
                 let _ = writeln!(files, "rmf {i} '{}'", b64(path));
+            }
+            LifecycleChange::RemoveCerts { dir } => {
+                let _ = writeln!(files, "rmcerts {i} '{}'", b64(dir));
+            }
+            LifecycleChange::RemoveDir { path } => {
+                let _ = writeln!(files, "rmd {i} '{}'", b64(path));
+            }
+            LifecycleChange::ForgetRecord => {
+                let _ = writeln!(files, "forget {i}");
             }
             LifecycleChange::CreateDir { .. } => {}
         }
@@ -254,7 +283,8 @@ pub fn apply(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) ->
     s
 }
 
-const HELPERS: &str = r#"rmsvc() {
+const HELPERS: &str = r#"o() { [ "$1" = failed ] && anyfail=1; for j in $idx; do t op "$j" "$@"; done; }
+rmsvc() {
   idx=$1; n=$(v "$2"); n=${n%x}
   systemctl stop -- "$n.service" >/dev/null 2>&1; systemctl disable -- "$n.service" >/dev/null 2>&1
   if err=$(rm -f -- "$unitsdir/$n.service" 2>&1); then systemctl daemon-reload >/dev/null 2>&1; o applied; else o failed "$err"; fi
@@ -262,6 +292,21 @@ const HELPERS: &str = r#"rmsvc() {
 rmf() {
   idx=$1; p=$(v "$2"); p=${p%x}
   if [ ! -e "$p" ]; then o unchanged; elif err=$(rm -f -- "$p" 2>&1); then o applied; else o failed "$err"; fi
+}
+rmcerts() {
+  idx=$1; p=$(v "$2"); p=${p%x}; set --
+  for f in "$p"/kubelet-*.pem; do [ -e "$f" ] || [ -L "$f" ] && set -- "$@" "$f"; done
+  if [ "$#" -eq 0 ]; then o unchanged; elif err=$(rm -f -- "$@" 2>&1); then o applied; else o failed "$err"; fi
+}
+rmd() {
+  idx=$1; p=$(v "$2"); p=${p%x}
+  if [ ! -d "$p" ]; then o unchanged; elif [ -n "$(ls -A -- "$p" 2>/dev/null)" ]; then o unchanged
+  elif err=$(rmdir -- "$p" 2>&1); then o applied; else o failed "$err"; fi
+}
+forget() {
+  idx=$1
+  if [ -n "$anyfail" ]; then o failed "kept the install record: a removal above failed; the next round tries again"; return; fi
+  if err=$(rm -f -- "$recf" 2>&1); then rmdir -- "$recd" 2>/dev/null; o applied; else o failed "$err"; fi
 }
 put() {
   target=$(v "$1"); target=${target%x}
@@ -272,8 +317,8 @@ put() {
 }
 wr() { idx=$1; if put "$2" "$3" "$4"; then o applied; else o failed "$err"; fi; }
 un() {
-  idx=$1; n=$(v "$5"); n=${n%x}
-  if ! rec "service $n"; then o failed "cannot write the install record $recf"; return; fi
+  idx=$1; n=$(v "$5"); n=${n%x}; st=$(v "$6"); st=${st%x}
+  if ! rec "service $n${st:+$nl$st}"; then o failed "cannot write the install record $recf"; return; fi
   if put "$2" "$3" "$4"; then unok="$unok $1"; unn="$unn $n.service"; else o failed "$err"; fi
 }
 reload() {

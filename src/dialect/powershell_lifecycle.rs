@@ -157,7 +157,11 @@ pub fn apply(changes: &[(usize, &LifecycleChange<'_>)]) -> String {
                 definition: Definition::Windows { image_path, description, dependencies, .. },
                 ..
             } => {
-                let input = json!({ "n": service.name, "p": image_path, "d": description, "deps": dependencies });
+                let (state, certs) = service.state();
+                let input = json!({
+                    "n": service.name, "p": image_path, "d": description, "deps": dependencies,
+                    "state": state, "certs": certs,
+                });
                 let _ = writeln!(
                     services,
                     "Set-WfService {i} (ConvertFrom-WfBase64 '{}' | ConvertFrom-Json)",
@@ -183,6 +187,15 @@ pub fn apply(changes: &[(usize, &LifecycleChange<'_>)]) -> String {
             LifecycleChange::RemoveFile { path } => {
                 let _ = writeln!(files, "Remove-WfFile {i} (ConvertFrom-WfBase64 '{}')", b64(path));
             }
+            LifecycleChange::RemoveCerts { dir } => {
+                let _ = writeln!(files, "Remove-WfCerts {i} (ConvertFrom-WfBase64 '{}')", b64(dir));
+            }
+            LifecycleChange::RemoveDir { path } => {
+                let _ = writeln!(files, "Remove-WfEmptyDirectory {i} (ConvertFrom-WfBase64 '{}')", b64(path));
+            }
+            LifecycleChange::ForgetRecord => {
+                let _ = writeln!(files, "Remove-WfRecord {i}");
+            }
             LifecycleChange::CreateDir { .. } => {}
         }
     }
@@ -203,6 +216,8 @@ pub fn apply(changes: &[(usize, &LifecycleChange<'_>)]) -> String {
 }
 
 const HELPERS: &str = r#"Set-ExecutionPolicy -Scope Process -ExecutionPolicy Bypass -Force
+$script:wfFailed = $false
+function Write-WfFailure($i, [string]$why) { $script:wfFailed = $true; Write-WfToken 'op' $i 'failed' $why }
 function Stop-WfService($i, [string]$name) {
   try { Stop-Service -Name $name -Force -ErrorAction Stop; Write-WfToken 'op' $i 'applied' }
   catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
@@ -215,11 +230,37 @@ function Remove-WfService($i, [string]$name) {
     $r = Invoke-CimMethod -InputObject $w -MethodName Delete
     if ($r.ReturnValue -ne 0) { throw ('the service manager refused to delete it (Win32_Service.Delete returned ' + $r.ReturnValue + ')') }
     Write-WfToken 'op' $i 'applied'
-  } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
+  } catch { Write-WfFailure $i $_.Exception.Message }
 }
 function Remove-WfFile($i, [string]$path) {
   try {
     if ([System.IO.File]::Exists($path)) { [System.IO.File]::Delete($path); Write-WfToken 'op' $i 'applied' } else { Write-WfToken 'op' $i 'unchanged' }
+  } catch { Write-WfFailure $i $_.Exception.Message }
+}
+function Remove-WfCerts($i, [string]$dir) {
+  try {
+    $certs = @()
+    if ([System.IO.Directory]::Exists($dir)) { $certs = @([System.IO.Directory]::GetFiles($dir, 'kubelet-*.pem')) }
+    if ($certs.Count -eq 0) { Write-WfToken 'op' $i 'unchanged'; return }
+    foreach ($c in $certs) { [System.IO.File]::Delete($c) }
+    Write-WfToken 'op' $i 'applied'
+  } catch { Write-WfFailure $i $_.Exception.Message }
+}
+function Remove-WfEmptyDirectory($i, [string]$path) {
+  try {
+    if (-not [System.IO.Directory]::Exists($path)) { Write-WfToken 'op' $i 'unchanged'; return }
+    if (@([System.IO.Directory]::EnumerateFileSystemEntries($path)).Count -gt 0) { Write-WfToken 'op' $i 'unchanged'; return }
+    [System.IO.Directory]::Delete($path)
+    Write-WfToken 'op' $i 'applied'
+  } catch { Write-WfFailure $i $_.Exception.Message }
+}
+function Remove-WfRecord($i) {
+  if ($script:wfFailed) { Write-WfToken 'op' $i 'failed' 'kept the install record: a removal above failed; the next round tries again'; return }
+  try {
+    if ([System.IO.File]::Exists($rec)) { [System.IO.File]::Delete($rec) }
+    $d = [System.IO.Path]::GetDirectoryName($rec)
+    if ([System.IO.Directory]::Exists($d) -and @([System.IO.Directory]::EnumerateFileSystemEntries($d)).Count -eq 0) { [System.IO.Directory]::Delete($d) }
+    Write-WfToken 'op' $i 'applied'
   } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
 }
 function Complete-WfUploads($list) {
@@ -261,6 +302,8 @@ function Set-WfService($i, $s) {
     $svc = Get-Service -Name $s.n -ErrorAction SilentlyContinue
     if ($null -eq $svc) {
       Add-WfRecord ('service ' + $s.n)
+      foreach ($p in @($s.state)) { Add-WfRecord ('state ' + $p) }
+      foreach ($p in @($s.certs)) { Add-WfRecord ('certs ' + $p) }
       $p = @{ Name = $s.n; BinaryPathName = $s.p; Description = $s.d; StartupType = 'Automatic' }
       if ($deps.Count -gt 0) { $p.DependsOn = $deps }
       [void](New-Service @p)

@@ -33,7 +33,7 @@ pub fn observe_list(spec: &LifecycleSpec, known: &HashCache, context: &NodeConte
             Some((s.name.clone(), variable, script))
         })
         .collect();
-    let record = matches!(context.mode, Some(Mode::Upgrade));
+    let record = matches!(context.mode, Some(Mode::Upgrade | Mode::Deconfigure));
     ObserveList { files, variables, record }
 }
 

@@ -147,6 +147,33 @@ impl ServiceSpec {
         !self.node_variables.is_empty() || self.pre_scripts.iter().any(|p| !p.node_args.is_empty())
     }
 
+    /// What the service writes itself that winfleet removes when the node
+    /// leaves: the files named by `--kubeconfig` (the kubelet's client
+    /// credentials) and the directories named by `--cert-dir` (the
+    /// kubelet's certificates: only its `kubelet-*.pem` files go). Recorded
+    /// with the service, so a later manifest cannot forget them.
+    pub fn state(&self) -> (Vec<String>, Vec<String>) {
+        let (mut files, mut cert_dirs) = (Vec::new(), Vec::new());
+        let mut words = self.command.split_whitespace().peekable();
+        while let Some(word) = words.next() {
+            let (flag, value) = match word.split_once('=') {
+                Some((f, v)) => (f, Some(v.to_owned())),
+                None => (word, None),
+            };
+            let out = match flag {
+                "--kubeconfig" => &mut files,
+                "--cert-dir" => &mut cert_dirs,
+                _ => continue,
+            };
+            let value = value.or_else(|| words.next().map(str::to_owned)).unwrap_or_default();
+            let value = value.trim_matches(['"', '\'']).trim_end_matches(['\\', '/']).to_owned();
+            if !value.is_empty() && !out.contains(&value) {
+                out.push(value);
+            }
+        }
+        (files, cert_dirs)
+    }
+
     /// The description it carries on nodes.
     pub fn description(&self) -> String {
         format!("{DESCRIPTION_PREFIX} {}", self.name)
@@ -324,7 +351,7 @@ impl LifecycleSpec {
                 Mode::Prepare => !s.needs_node(),
                 Mode::Join => s.bootstrap || has_node,
                 Mode::Maintain | Mode::Upgrade => true,
-                Mode::UpgradePending => false,
+                Mode::UpgradePending | Mode::Deconfigure => false,
             })
             .collect()
     }
@@ -361,6 +388,10 @@ pub enum Mode {
     /// that differs changes, and what an older version installed and this
     /// one does not (services, files, by the install record) goes.
     Upgrade,
+    /// The instance left the repository: exactly what the install record
+    /// holds is removed (services, files, the kubelet's credentials,
+    /// directories winfleet created when empty), then the record itself.
+    Deconfigure,
 }
 
 /// The mode of a node from its Node's version annotation (`None` when no

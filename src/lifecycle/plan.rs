@@ -84,6 +84,21 @@ pub enum LifecycleChange<'a> {
         /// Node path.
         path: &'a str,
     },
+    /// Deconfigure: remove the kubelet's certificates (`kubelet-*.pem`)
+    /// from a directory recorded as a service's certificate directory.
+    RemoveCerts {
+        /// Node path.
+        dir: &'a str,
+    },
+    /// Deconfigure: remove a directory winfleet created, when empty (what
+    /// someone else put there stays, and so does the directory).
+    RemoveDir {
+        /// Node path.
+        path: &'a str,
+    },
+    /// Deconfigure: remove the install record itself, last, and only when
+    /// every removal before it in the same script succeeded.
+    ForgetRecord,
     /// Start a service (after its side-effect pre-scripts).
     Start {
         /// The service.
@@ -120,6 +135,9 @@ impl LifecycleChange<'_> {
             }
             LifecycleChange::RemoveService { name } => Operation::RemoveService { name: (*name).to_owned() },
             LifecycleChange::RemoveFile { path } => Operation::RemoveFile { path: (*path).to_owned() },
+            LifecycleChange::RemoveCerts { dir } => Operation::RemoveCertificates { dir: (*dir).to_owned() },
+            LifecycleChange::RemoveDir { path } => Operation::RemoveDirectory { path: (*path).to_owned() },
+            LifecycleChange::ForgetRecord => Operation::ForgetRecord,
         }
     }
 
@@ -149,6 +167,9 @@ pub fn plan_lifecycle<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts, ct
     if let Some(reason) = &spec.blocked {
         plan.error = Some(reason.clone());
         return plan;
+    }
+    if ctx.mode == Mode::Deconfigure {
+        return deconfigure(spec, facts);
     }
     if ctx.mode == Mode::UpgradePending {
         plan.waiting.push(format!("the Node runs an older winfleet version; {} waits for its upgrade", spec.version));
@@ -232,6 +253,29 @@ fn stale<'a>(
         .map(|path| LifecycleChange::RemoveFile { path: path.as_str() })
         .collect();
     (services, files)
+}
+
+/// Deconfigure: exactly what the install record holds, services first
+/// (stopped and deleted), then files and the services' own state, then
+/// directories innermost first, then the record. Nothing without a record.
+fn deconfigure<'a>(spec: &LifecycleSpec, facts: &'a LifecycleFacts) -> LifecyclePlan<'a> {
+    let mut plan = LifecyclePlan::default();
+    let Some(record) = facts.record.as_ref() else { return plan };
+    plan.changes.extend(record.services.iter().map(|name| LifecycleChange::RemoveService { name }));
+    let units = spec.units_dir.as_deref().map(|d| format!("{}/", d.trim_end_matches('/')));
+    let unit_of_service = |path: &str| {
+        units
+            .as_deref()
+            .and_then(|d| path.strip_prefix(d))
+            .and_then(|f| f.strip_suffix(".service"))
+            .is_some_and(|name| record.services.contains(name))
+    };
+    let files = record.files.keys().filter(|p| !unit_of_service(p)).chain(&record.state);
+    plan.changes.extend(files.map(|path| LifecycleChange::RemoveFile { path }));
+    plan.changes.extend(record.cert_dirs.iter().map(|dir| LifecycleChange::RemoveCerts { dir }));
+    plan.changes.extend(record.dirs.iter().rev().map(|path| LifecycleChange::RemoveDir { path }));
+    plan.changes.push(LifecycleChange::ForgetRecord);
+    plan
 }
 
 struct ServicePlan<'a> {
@@ -460,6 +504,11 @@ mod tests {
                 LifecycleChange::RemoveFile { path } => {
                     facts.files.remove(*path);
                 }
+                LifecycleChange::RemoveDir { path } => {
+                    facts.dirs.remove(*path);
+                }
+                LifecycleChange::RemoveCerts { .. } => {}
+                LifecycleChange::ForgetRecord => facts.record = None,
             }
         }
         let _ = spec;
@@ -480,11 +529,43 @@ mod tests {
                 LifecycleChange::Start { service, .. } => format!("start {}", service.name),
                 LifecycleChange::RemoveService { name } => format!("remove service {name}"),
                 LifecycleChange::RemoveFile { path } => format!("remove {path}"),
+                LifecycleChange::RemoveCerts { dir } => format!("remove certificates in {dir}"),
+                LifecycleChange::RemoveDir { path } => format!("rmdir {path}"),
+                LifecycleChange::ForgetRecord => "forget the record".to_owned(),
             })
             .collect()
     }
 
     const JOIN: Context<'static> = Context { mode: Mode::Join, node: None, disrupt: false };
+
+    #[test]
+    fn deconfigure_removes_exactly_the_record_then_forgets_it_and_is_then_done() {
+        let spec = spec();
+        let facts = LifecycleFacts {
+            record: Some(crate::lifecycle::record::parse(
+                "dir payload\ndir payload/kube-node\nfile aa payload/kube-node/kubelet\nfile bb units/kubelet.service\n\
+                 service kubelet\nstate payload/kubeconfig\ncerts payload/pki\n",
+            )),
+            ..LifecycleFacts::default()
+        };
+        let deconfigure = Context { mode: Mode::Deconfigure, node: None, disrupt: true };
+        let plan = plan_lifecycle(&spec, &facts, deconfigure);
+        assert_eq!(
+            names(&plan.changes),
+            [
+                "remove service kubelet",
+                "remove payload/kube-node/kubelet",
+                "remove payload/kubeconfig",
+                "remove certificates in payload/pki",
+                "rmdir payload/kube-node",
+                "rmdir payload",
+                "forget the record",
+            ],
+            "the unit file goes with its service; innermost directories first"
+        );
+        let done = after(&spec, &facts, &plan.changes);
+        assert!(plan_lifecycle(&spec, &done, deconfigure).changes.is_empty(), "nothing without a record");
+    }
 
     #[test]
     fn a_fresh_host_gets_everything_and_starts_its_bootstrap_services() {

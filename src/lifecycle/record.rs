@@ -12,6 +12,10 @@
 //! dir <path>              a directory winfleet created (it did not exist)
 //! file <sha256> <path>    a file winfleet wrote, with the content it wrote
 //! service <name>          a service winfleet created
+//! state <path>            a file a service of winfleet's writes (the
+//!                         kubelet's kubeconfig)
+//! certs <dir>             a directory where a service of winfleet's
+//!                         writes kubelet-*.pem certificates
 //! ```
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -40,6 +44,21 @@ pub struct InstallRecord {
     pub files: BTreeMap<String, String>,
     /// Services winfleet created.
     pub services: BTreeSet<String>,
+    /// Files its services write.
+    pub state: BTreeSet<String>,
+    /// Certificate directories of its services.
+    pub cert_dirs: BTreeSet<String>,
+}
+
+impl InstallRecord {
+    /// Whether the record holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.dirs.is_empty()
+            && self.files.is_empty()
+            && self.services.is_empty()
+            && self.state.is_empty()
+            && self.cert_dirs.is_empty()
+    }
 }
 
 /// Parses a record; lines it does not know are ignored (a newer winfleet
@@ -58,6 +77,12 @@ pub fn parse(text: &str) -> InstallRecord {
             "service" => {
                 record.services.insert(rest.to_owned());
             }
+            "state" => {
+                record.state.insert(rest.to_owned());
+            }
+            "certs" => {
+                record.cert_dirs.insert(rest.to_owned());
+            }
             _ => {}
         }
     }
@@ -71,8 +96,9 @@ mod tests {
     #[test]
     fn later_lines_win_and_unknown_lines_are_ignored() {
         let record = parse(&format!(
-            "{HEADER}\ndir /a\ndir /a/b\nfile 00 /a/b/f\nservice kubelet\nfile 11 /a/b/f\nfuture thing\ndir /a\n"
+            "{HEADER}\ndir /a\ndir /a/b\nfile 00 /a/b/f\nservice kubelet\nfile 11 /a/b/f\nfuture thing\ndir /a\nstate /k/kubeconfig\ncerts /pki\n"
         ));
+        assert!(record.state.contains("/k/kubeconfig") && record.cert_dirs.contains("/pki"));
         assert_eq!(record.dirs, vec!["/a", "/a/b"]);
         assert_eq!(record.files["/a/b/f"], "11");
         assert!(record.services.contains("kubelet"));

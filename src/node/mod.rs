@@ -47,6 +47,10 @@ pub struct NodeSpec {
     /// The node lifecycle (payload, cluster material, services) when the
     /// repository has a services manifest; `None` otherwise.
     pub lifecycle: Option<Arc<LifecycleSpec>>,
+    /// The node is being deconfigured: nothing of winfleet's may stay, so
+    /// an emptied environment drop-in is removed rather than rewritten
+    /// (the reboot it owes is recorded on the Node instead).
+    pub leaving: bool,
 }
 
 impl NodeSpec {
@@ -60,6 +64,7 @@ impl NodeSpec {
             environment_dir: None,
             services: Vec::new(),
             lifecycle: None,
+            leaving: false,
         }
     }
 

@@ -157,6 +157,7 @@ mod tests {
             environment_dir: Some("/etc/systemd/system.conf.d".into()),
             services: Vec::new(),
             lifecycle: None,
+            leaving: false,
         }
     }
 

@@ -202,6 +202,18 @@ pub enum Operation {
         /// Node path.
         path: String,
     },
+    /// Remove the kubelet's certificates from a directory (deconfigure).
+    RemoveCertificates {
+        /// Node path.
+        dir: String,
+    },
+    /// Remove a directory winfleet created, when empty (deconfigure).
+    RemoveDirectory {
+        /// Node path.
+        path: String,
+    },
+    /// Remove winfleet's install record (the last step of a deconfigure).
+    ForgetRecord,
     /// Stop a service before its files or definition change.
     StopService {
         /// Service name.
@@ -245,8 +257,11 @@ impl Operation {
             Operation::PinPayload { from: None, to } => format!("+ payload {to} (the files from --payload-dir)"),
             Operation::PinPayload { from: Some(from), to } => format!("~ payload {from} -> {to}"),
             Operation::StopService { name } => format!("■ stop service {name}"),
-            Operation::RemoveService { name } => format!("- service {name} (no longer in the manifest)"),
-            Operation::RemoveFile { path } => format!("- {path} (no longer in the payload)"),
+            Operation::RemoveService { name } => format!("- service {name} (winfleet installed it)"),
+            Operation::RemoveFile { path } => format!("- {path} (winfleet installed it)"),
+            Operation::RemoveCertificates { dir } => format!("- {dir}/kubelet-*.pem (the kubelet's certificates)"),
+            Operation::RemoveDirectory { path } => format!("- {path}/ (winfleet created it; kept if not empty)"),
+            Operation::ForgetRecord => "- install record".to_owned(),
             Operation::StartService { name, why } => format!("▶ start service {name} ({why})"),
         }
     }

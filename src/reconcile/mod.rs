@@ -17,6 +17,7 @@
 //!
 //! - [`report`]: the round's report and its text and JSON forms.
 
+mod leaving;
 mod lifecycle;
 pub mod report;
 
@@ -26,6 +27,7 @@ use std::sync::Arc;
 use crate::cluster::apply as cluster_apply;
 use crate::cluster::associate::{Association, associate, resolve_all};
 use crate::cluster::connect::Cluster;
+use crate::cluster::deconfigure;
 use crate::cluster::drain::DrainOptions;
 use crate::cluster::events::{Events, Reason, Regarding};
 use crate::cluster::join::{self, JoinOptions};
@@ -96,8 +98,10 @@ pub async fn round<H: Host>(
         (Some(f), true) => machine_instances(desired, f, instances),
         _ => Vec::new(),
     };
-    let lifecycle_on =
-        instances.iter().chain(machines.iter().collect::<Vec<_>>().iter()).any(|i| i.spec.lifecycle.is_some());
+    // A repository with a services manifest manages the lifecycle even with
+    // no instance listed (they may all have left).
+    let lifecycle_on = desired.specs.values().any(|s| s.lifecycle.is_some())
+        || instances.iter().chain(machines.iter().collect::<Vec<_>>().iter()).any(|i| i.spec.lifecycle.is_some());
     let material = match (&facts, lifecycle_on) {
         (Some(_), true) => Some(material::read(&cluster.client).await),
         _ => None,
@@ -167,6 +171,27 @@ pub async fn round<H: Host>(
             report.csrs = csrs;
         }
     }
+    if lifecycle_on && options.whole_fleet {
+        let associated: BTreeSet<String> = associations.values().filter_map(|a| a.node().map(str::to_owned)).collect();
+        let departures = leaving::departures(desired, &facts, byoh, &associated, &resolved);
+        let guard = leaving::guard(byoh.len(), departures.leaving.len(), desired.fleet.max_removal_percent);
+        report.deconfigure_refused = guard.or(departures.refused);
+        let teardown = deconfigure::Teardown {
+            client: &cluster.client,
+            events: &events,
+            pool,
+            host,
+            parallel: options.rollout.max_unavailable,
+            drain: DrainOptions { timeout: options.rollout.drain_timeout, retry: options.rollout.poll },
+        };
+        report.deconfigures = match (&report.deconfigure_refused, options.dry_run) {
+            (Some(reason), _) if !departures.leaving.is_empty() => {
+                refuse(&events, &departures.leaving, reason, options.dry_run).await
+            }
+            (_, true) => deconfigure::preview(pool, &departures.leaving).await,
+            (_, false) => deconfigure::deconfigure_all(&teardown, &departures.leaving).await,
+        };
+    }
     let upgrades = lifecycle::upgrade_candidates(&all, &contexts, &nodes, &facts, &associations);
     let mut still_disrupted = Vec::new();
     if !upgrades.is_empty() {
@@ -202,6 +227,29 @@ pub async fn round<H: Host>(
         report.reboots = reboots(&context, host, &all, &nodes, writable, options, &still_disrupted).await;
     }
     RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) }
+}
+
+/// The guard (or an unresolved address) holds every departure back: each
+/// leaving node is reported and, outside a dry run, gets an Event.
+async fn refuse(
+    events: &Events,
+    leaving: &[deconfigure::Leaving],
+    reason: &str,
+    dry_run: bool,
+) -> Vec<deconfigure::DeconfigureReport> {
+    let mut out = Vec::new();
+    for l in leaving {
+        if !dry_run {
+            let regarding = Regarding::Node(&l.node.name, &l.node.uid);
+            events.publish(regarding, Reason::DeconfigureRefused, reason.to_owned()).await;
+        }
+        out.push(deconfigure::DeconfigureReport {
+            node: l.node.name.clone(),
+            address: l.instance.address.clone(),
+            result: deconfigure::DeconfigureResult::NotStarted { reason: reason.to_owned() },
+        });
+    }
+    out
 }
 
 async fn node_round(

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use crate::cluster::apply::{ClusterPlan, WriteReport};
 use crate::cluster::approve::{CsrOutcome, CsrReport};
+use crate::cluster::deconfigure::{DeconfigureReport, DeconfigureResult};
 use crate::cluster::join::{JoinReport, JoinResult};
 use crate::cluster::machinesets::MachineSetStep;
 use crate::cluster::rollout::{RebootReport, RebootResult};
@@ -67,6 +68,14 @@ pub struct ClusterReport {
     /// disruptions hold).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub upgrade_slots: Option<usize>,
+    /// Nodes whose instance left the repository (in a dry run, what their
+    /// deconfigure would do).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub deconfigures: Vec<DeconfigureReport>,
+    /// Why no node is deconfigured this round (the mass-removal guard, an
+    /// address that did not resolve).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deconfigure_refused: Option<String>,
 }
 
 /// An instance without a Node.
@@ -303,6 +312,23 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
             }
         };
         let _ = writeln!(out, "  Upgrade {} ({}) {} -> {}: {what}", u.node, u.address, u.from, u.to);
+    }
+    if let Some(reason) = &c.deconfigure_refused {
+        let _ = writeln!(out, "  Deconfigure REFUSED: {reason}");
+    }
+    for d in &c.deconfigures {
+        let what = match &d.result {
+            DeconfigureResult::Deconfigured { evicted, operations, rebooted } => format!(
+                "deconfigured, {evicted} pod(s) evicted, {operations} operation(s) on the node{}, Node deleted",
+                if *rebooted { ", rebooted" } else { "" }
+            ),
+            DeconfigureResult::Failed { stage, reason } => format!("FAILED at {}: {reason}", stage.name()),
+            DeconfigureResult::NotStarted { .. } => "not started".to_owned(),
+            DeconfigureResult::Planned { operations } => {
+                format!("to do: cordon, drain; {}; delete the Node", operations.join("; "))
+            }
+        };
+        let _ = writeln!(out, "  Deconfigure {} ({}): {what}", d.node, d.address);
     }
     for r in &c.reboots {
         let who = if r.node.is_empty() { r.address.clone() } else { format!("{} ({})", r.node, r.address) };

@@ -47,5 +47,6 @@ pub fn node_spec(
         environment_dir: dirs.environment.map(str::to_owned),
         services: OBSERVED_SERVICES.map(str::to_owned).to_vec(),
         lifecycle: None,
+        leaving: false,
     }
 }

@@ -252,7 +252,9 @@ fn lifecycle(
             "Configuring",
             format!("being configured: {}", report.waiting.join("; ")),
         )),
-        (Mode::Maintain | Mode::Upgrade, None) => None,
+        // Instances that left the repository have no status entry: their
+        // deconfigure is reported in the cluster part of the status.
+        (Mode::Maintain | Mode::Upgrade | Mode::Deconfigure, None) => None,
     }
 }
 

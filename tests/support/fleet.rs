@@ -398,7 +398,8 @@ fn collect(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
 /// `ExecStart=` (split by the shell, which reads simple quoting as systemd
 /// does) in `WorkingDirectory=`; `stop` stops the units that require this
 /// one first, then the service's process group. `Restart=` is not emulated:
-/// a killed service stays down (tests use that).
+/// a killed service stays down (tests use that). `reboot` is only recorded
+/// in `state/reboots` (a test node cannot reboot).
 pub fn systemctl_script(units: &Path, state: &Path) -> String {
     format!(
         r#"#!/bin/sh
@@ -442,6 +443,7 @@ disable) for u in "$@"; do rm -f "$state/${{u%.service}}.enabled"; done ;;
 start) for u in "$@"; do start "$u" || rc=1; done ;;
 stop) for u in "$@"; do stop "$u"; done ;;
 restart) for u in "$@"; do stop "$u"; start "$u" || rc=1; done ;;
+reboot) echo reboot >> "$state/reboots" ;;
 is-active) for u in "$@"; do if running "${{u%.service}}"; then echo active; else echo inactive; rc=3; fi; done ;;
 is-enabled) for u in "$@"; do if [ -f "$state/${{u%.service}}.enabled" ]; then echo enabled; else echo disabled; rc=1; fi; done ;;
 *) echo "systemctl shim: unsupported verb $verb" >&2; rc=1 ;;

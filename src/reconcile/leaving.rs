@@ -1,0 +1,148 @@
+//! Which nodes leave, and whether they may: BYOH Windows Nodes (WMCO's
+//! `byoh=true` label) that no listed instance accounts for are
+//! deconfigured, unless the mass-removal guard (`prune.maxRemovalPercent`)
+//! refuses. Pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+use std::sync::Arc;
+
+use crate::cluster::ClusterFacts;
+use crate::cluster::deconfigure::Leaving;
+use crate::desired::model::{Desired, Instance};
+use crate::lifecycle::LifecycleSpec;
+use crate::node::NodeSpec;
+
+/// WMCO's label on BYOH Nodes.
+pub const BYOH_LABEL: &str = "windowsmachineconfig.openshift.io/byoh";
+
+/// The nodes that leave this round, or why none can be told apart yet.
+#[derive(Debug, Default)]
+pub struct Departures {
+    /// Nodes to deconfigure.
+    pub leaving: Vec<Leaving>,
+    /// Why no node is deconfigured this round although some may be
+    /// leaving (an address that did not resolve, the guard).
+    pub refused: Option<String>,
+}
+
+/// The BYOH Nodes no listed instance accounts for: not associated with one,
+/// and none of their addresses is a listed address or the IPv4 one
+/// resolves to. When any listed address did not resolve, nobody leaves
+/// (a DNS failure must not read as a removal).
+pub fn departures(
+    desired: &Desired,
+    facts: &ClusterFacts,
+    listed: &[&Instance],
+    associated: &BTreeSet<String>,
+    resolved: &BTreeMap<String, Result<Ipv4Addr, String>>,
+) -> Departures {
+    let Some(spec) = desired.specs.get(&desired.fleet.default_shell) else { return Departures::default() };
+    let Some(lifecycle) = spec.lifecycle.as_deref() else { return Departures::default() };
+    let mut known: BTreeSet<String> = listed.iter().map(|i| i.address.to_lowercase()).collect();
+    known.extend(desired.instances.keys().map(|a| a.to_lowercase()));
+    known.extend(resolved.values().filter_map(|r| r.as_ref().ok()).map(ToString::to_string));
+    let leaving_nodes: Vec<_> = facts
+        .nodes
+        .values()
+        .filter(|n| n.labels.get(BYOH_LABEL).is_some_and(|v| v == "true"))
+        .filter(|n| !associated.contains(&n.name))
+        .filter(|n| !n.addresses.iter().any(|a| known.contains(&a.to_lowercase())))
+        .collect();
+    if leaving_nodes.is_empty() {
+        return Departures::default();
+    }
+    let unresolved: Vec<&str> = listed
+        .iter()
+        .filter(|i| resolved.get(&i.address).is_some_and(Result::is_err))
+        .map(|i| i.address.as_str())
+        .collect();
+    if !unresolved.is_empty() {
+        let refused = format!(
+            "no node is deconfigured while listed addresses do not resolve ({}): their Nodes cannot be told apart \
+             from nodes that left",
+            unresolved.join(", ")
+        );
+        return Departures { leaving: Vec::new(), refused: Some(refused) };
+    }
+    let removal = Arc::new(NodeSpec {
+        registries: BTreeMap::new(),
+        environment: BTreeMap::new(),
+        lifecycle: Some(Arc::new(lifecycle.for_deconfigure())),
+        leaving: true,
+        ..(**spec).clone()
+    });
+    let mut departures = Departures::default();
+    for node in leaving_nodes {
+        let Some(ip) = internal_ip(&node.object) else {
+            departures.refused.get_or_insert_with(|| format!("Node {} has no InternalIP to reach it at", node.name));
+            continue;
+        };
+        let instance = Instance {
+            address: ip.clone(),
+            username: desired.fleet.default_username.clone().unwrap_or_else(|| "Administrator".to_owned()),
+            port: desired.fleet.default_port,
+            shell: desired.fleet.default_shell,
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            taints: Vec::new(),
+            origin: format!("Node {} (left the repository)", node.name),
+            spec: Arc::clone(&removal),
+        };
+        departures.leaving.push(Leaving { instance, node: node.clone() });
+    }
+    departures
+}
+
+fn internal_ip(node: &serde_json::Value) -> Option<String> {
+    node.pointer("/status/addresses")?
+        .as_array()?
+        .iter()
+        .find(|a| a["type"] == "InternalIP")
+        .and_then(|a| a["address"].as_str())
+        .map(str::to_owned)
+}
+
+/// The mass-removal guard: more than `max_percent` of the instances (those
+/// listed and those leaving) leaving at once is refused as a whole.
+pub fn guard(listed: usize, leaving: usize, max_percent: u32) -> Option<String> {
+    let total = listed + leaving;
+    if leaving == 0 || leaving * 100 <= max_percent as usize * total {
+        return None;
+    }
+    Some(format!(
+        "this commit would deconfigure {leaving} of {total} instances ({}%), more than prune.maxRemovalPercent \
+         ({max_percent}%): nobody is deconfigured until a commit restores the instances or raises the limit",
+        leaving * 100 / total
+    ))
+}
+
+impl LifecycleSpec {
+    /// The spec a leaving node is deconfigured with: the directories
+    /// winfleet uses, nothing to install, never blocked (removal needs no
+    /// payload and no cluster material).
+    pub fn for_deconfigure(&self) -> LifecycleSpec {
+        LifecycleSpec {
+            files: Vec::new(),
+            generated: Vec::new(),
+            directories: Vec::new(),
+            services: Vec::new(),
+            blocked: None,
+            ..self.clone()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::guard;
+
+    #[test]
+    fn the_guard_refuses_more_than_the_limit_and_an_empty_list() {
+        assert_eq!(guard(10, 0, 0), None);
+        assert_eq!(guard(2, 2, 50), None, "exactly the limit is allowed");
+        assert!(guard(1, 2, 50).unwrap().contains("deconfigure 2 of 3 instances (66%)"));
+        assert!(guard(0, 3, 50).is_some(), "an emptied instance list is a mass removal");
+        assert_eq!(guard(0, 3, 100), None);
+    }
+}
