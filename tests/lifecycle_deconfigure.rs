@@ -198,3 +198,35 @@ async fn emptying_the_instance_list_deconfigures_nobody_until_the_limit_is_raise
     );
     assert!(setup.server.list("v1", "Node").is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn winfleet_killed_mid_deconfigure_is_finished_by_the_next_round_without_repeating_steps() {
+    let (mut setup, before) = joined(&["win-a", "win-b"]).await;
+    unlist(&mut setup, &[1]);
+    let mut apply = support::join::spawn_apply(&setup);
+    // Killed once the node step has begun: the kubelet is stopped.
+    let a = &setup.fleet.nodes[0];
+    support::join::wait_for("the kubelet's stop on win-a", || {
+        fs::read_to_string(a.dir.join("services/systemctl.log")).unwrap_or_default().contains("stop -- kubelet.service")
+    })
+    .await;
+    apply.kill().unwrap();
+    let _ = apply.wait();
+    let node = support::join::node(&setup.server, "win-a");
+    assert_eq!(node["spec"]["unschedulable"], true, "killed while win-a is cordoned");
+
+    let report = round(&setup).await;
+    let deconfigures = &report.cluster.as_ref().unwrap().deconfigures;
+    assert!(
+        matches!(deconfigures[..], [ref d] if matches!(d.result, DeconfigureResult::Deconfigured { .. })),
+        "{}\n{}",
+        report.render_text(),
+        logs(&setup.fleet)
+    );
+    assert!(setup.server.get("v1", "Node", None, "win-a").is_none());
+    assert_eq!(listing(&a.path("")), before[0], "the node is as before");
+    let events = setup.server.list("events.k8s.io/v1", "Event");
+    let cordons = events.iter().filter(|e| e["reason"] == "Deconfiguring").count();
+    assert_eq!(cordons, 1, "cordoned once, across the crash");
+    assert_ne!(support::join::node(&setup.server, "win-b")["spec"]["unschedulable"], true);
+}

@@ -10,7 +10,6 @@
 mod support;
 
 use std::fs;
-use std::time::Duration;
 
 use support::apiserver::ApiServer;
 use support::join::{logs, node, round, setup};
@@ -185,29 +184,13 @@ async fn a_corrupted_binary_is_uploaded_again_and_its_services_restarted() {
 async fn winfleet_killed_mid_configure_is_finished_by_the_next_round_without_repeating_steps() {
     let setup = setup(&["win-node-1"]).await;
     let node = &setup.fleet.nodes[0];
-    let repo = setup.repo.path();
-    let mut apply = std::process::Command::new(env!("CARGO_BIN_EXE_winfleet"))
-        .args(["apply", "--once", "--repo"])
-        .arg(repo)
-        .arg("--ssh-key")
-        .arg(&setup.fleet.key)
-        .arg("--known-hosts")
-        .arg(&setup.fleet.known_hosts)
-        .arg("--kubeconfig")
-        .arg(&setup.served.kubeconfig)
-        .arg("--payload-dir")
-        .arg(&setup.payload.dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut apply = support::join::spawn_apply(&setup);
     // Killed as soon as the kubelet asks for its certificate: files and
     // bootstrap services are in place, the join has begun.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while setup.server.list("certificates.k8s.io/v1", "CertificateSigningRequest").is_empty() {
-        assert!(std::time::Instant::now() < deadline, "the kubelet never asked for a certificate");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    support::join::wait_for("the kubelet's certificate request", || {
+        !setup.server.list("certificates.k8s.io/v1", "CertificateSigningRequest").is_empty()
+    })
+    .await;
     apply.kill().unwrap();
     let _ = apply.wait();
     let starts = |name: &str| {

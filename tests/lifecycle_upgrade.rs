@@ -202,27 +202,12 @@ async fn winfleet_killed_mid_upgrade_is_finished_by_the_next_round_and_nobody_st
     let joined_at = setup.server.history().len();
     setup.repin(new_overlay);
     let new = setup.version();
-    let mut apply = std::process::Command::new(env!("CARGO_BIN_EXE_winfleet"))
-        .args(["apply", "--once", "--repo"])
-        .arg(setup.repo.path())
-        .arg("--ssh-key")
-        .arg(&setup.fleet.key)
-        .arg("--known-hosts")
-        .arg(&setup.fleet.known_hosts)
-        .arg("--kubeconfig")
-        .arg(&setup.served.kubeconfig)
-        .arg("--payload-dir")
-        .arg(&setup.payload.dir)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut apply = support::join::spawn_apply(&setup);
     // Killed as soon as the first node is marked and cordoned.
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while node(&setup.server, "win-a")["metadata"]["annotations"].get(UPGRADING_ANNOTATION).is_none() {
-        assert!(std::time::Instant::now() < deadline, "the upgrade never began");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    support::join::wait_for("the upgrade of win-a", || {
+        node(&setup.server, "win-a")["metadata"]["annotations"].get(UPGRADING_ANNOTATION).is_some()
+    })
+    .await;
     apply.kill().unwrap();
     let _ = apply.wait();
     assert_eq!(node(&setup.server, "win-a")["spec"]["unschedulable"], true, "killed while win-a is out");

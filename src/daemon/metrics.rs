@@ -67,6 +67,7 @@ pub struct Metrics {
     git_fetch: Family<Label, Histogram, fn() -> Histogram>,
     webhook_requests: Family<Label, Counter>,
     applied_revision: Arc<Mutex<Option<String>>>,
+    deconfigure_refused: Gauge,
 }
 
 impl Metrics {
@@ -98,6 +99,12 @@ impl Metrics {
         );
         let webhook_requests = Family::<Label, Counter>::default();
         registry.register("webhook_requests", "Webhook requests by result", webhook_requests.clone());
+        let deconfigure_refused = Gauge::default();
+        registry.register(
+            "deconfigure_refused",
+            "1 while the mass-removal guard (prune.maxRemovalPercent) holds every deconfigure back",
+            deconfigure_refused.clone(),
+        );
         let applied_revision = Arc::new(Mutex::new(None));
         registry.register_collector(Box::new(AppliedRevision(Arc::clone(&applied_revision))));
 
@@ -122,7 +129,13 @@ impl Metrics {
             git_fetch,
             webhook_requests,
             applied_revision,
+            deconfigure_refused,
         }
+    }
+
+    /// Whether the mass-removal guard refused this round's deconfigures.
+    pub fn set_deconfigure_refused(&self, refused: bool) {
+        self.deconfigure_refused.set(i64::from(refused));
     }
 
     /// A round ended with `result` (`succeeded`, `failed` or `invalid`)

@@ -457,6 +457,9 @@ impl Daemon {
                 self.metrics.ssh_error(stage.name());
             }
         }
+        if let Some(cluster) = &report.cluster {
+            self.metrics.set_deconfigure_refused(cluster.deconfigure_refused.is_some());
+        }
         for reboot in report.cluster.iter().flat_map(|c| &c.reboots) {
             if let RebootResult::Failed { stage: RebootStage::Reboot, .. } = &reboot.result {
                 self.metrics.ssh_error("reboot");

@@ -38,6 +38,28 @@ pub struct Summary {
     /// The attempted revision when it failed validation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub invalid: Option<Invalid>,
+    /// Nodes whose instance left the repository and how their deconfigure
+    /// went (kept from the last round that had a cluster).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub leaving: Vec<Leaving>,
+    /// Why nobody is deconfigured (the mass-removal guard).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deconfigure_refused: Option<String>,
+}
+
+/// A node that left the repository, in `summary.yaml`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Leaving {
+    /// Node name.
+    pub node: String,
+    /// Its address.
+    pub address: String,
+    /// `deconfigured`, `failed`, `notStarted` or `planned`.
+    pub state: String,
+    /// Why, when it did not finish.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// An attempted revision that failed validation (nothing of it was applied).

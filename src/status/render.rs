@@ -137,7 +137,26 @@ fn summary(previous: &Summary, input: &RoundInput<'_>, status: &Status) -> Summa
         instances: instance_counts(&status.instances),
         machine_sets: machine_set_counts(&status.machine_sets),
         invalid,
+        leaving: match input.report.and_then(|r| r.cluster.as_ref()) {
+            Some(cluster) => cluster.deconfigures.iter().map(leaving).collect(),
+            None => previous.leaving.clone(),
+        },
+        deconfigure_refused: match input.report.and_then(|r| r.cluster.as_ref()) {
+            Some(cluster) => cluster.deconfigure_refused.clone(),
+            None => previous.deconfigure_refused.clone(),
+        },
     }
+}
+
+fn leaving(d: &crate::cluster::deconfigure::DeconfigureReport) -> crate::status::model::Leaving {
+    use crate::cluster::deconfigure::DeconfigureResult as R;
+    let (state, reason) = match &d.result {
+        R::Deconfigured { .. } => ("deconfigured", None),
+        R::Failed { stage, reason } => ("failed", Some(format!("at {}: {reason}", stage.name()))),
+        R::NotStarted { reason } => ("notStarted", Some(reason.clone())),
+        R::Planned { .. } => ("planned", None),
+    };
+    crate::status::model::Leaving { node: d.node.clone(), address: d.address.clone(), state: state.to_owned(), reason }
 }
 
 fn instance_from(

@@ -175,6 +175,35 @@ pub fn logs(fleet: &TestFleet) -> String {
     out
 }
 
+/// `winfleet apply --once` on the setup's repository, as a process a test
+/// can kill mid-round.
+pub fn spawn_apply(setup: &Setup) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_winfleet"))
+        .args(["apply", "--once", "--repo"])
+        .arg(setup.repo.path())
+        .arg("--ssh-key")
+        .arg(&setup.fleet.key)
+        .arg("--known-hosts")
+        .arg(&setup.fleet.known_hosts)
+        .arg("--kubeconfig")
+        .arg(&setup.served.kubeconfig)
+        .arg("--payload-dir")
+        .arg(&setup.payload.dir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+/// Waits (at most a minute) until `ready` holds.
+pub async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !ready() {
+        assert!(std::time::Instant::now() < deadline, "{what} never happened");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
 pub fn node(server: &ApiServer, name: &str) -> Value {
     server.get("v1", "Node", None, name).unwrap_or_else(|| panic!("Node {name} is not registered"))
 }
