@@ -65,6 +65,12 @@ pub enum Reason {
     /// The commit would deconfigure more than prune.maxRemovalPercent of
     /// the instances: nobody is deconfigured.
     DeconfigureRefused,
+    /// The host accepts the fleet's new SSH key: pub-key-hash updated.
+    PublicKeyUpdated,
+    /// The host refuses the fleet's new SSH key.
+    PublicKeyRejected,
+    /// A Machine whose Node trusts an older key was deleted to be replaced.
+    MachineReplaced,
 }
 
 impl Reason {
@@ -97,6 +103,9 @@ impl Reason {
             Reason::Deconfigured => "Deconfigured",
             Reason::DeconfigureFailed => "DeconfigureFailed",
             Reason::DeconfigureRefused => "DeconfigureRefused",
+            Reason::PublicKeyUpdated => "PublicKeyUpdated",
+            Reason::PublicKeyRejected => "PublicKeyRejected",
+            Reason::MachineReplaced => "MachineReplaced",
         }
     }
 
@@ -113,6 +122,7 @@ impl Reason {
                 | Reason::CsrRefused
                 | Reason::DeconfigureFailed
                 | Reason::DeconfigureRefused
+                | Reason::PublicKeyRejected
                 | Reason::CsrNearMatch
                 | Reason::JoinFailed
                 | Reason::UpgradeFailed

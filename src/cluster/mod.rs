@@ -22,6 +22,7 @@ pub mod deconfigure;
 pub mod drain;
 pub mod events;
 pub mod join;
+pub mod keys;
 pub mod machinesets;
 pub mod material;
 pub mod metadata;
@@ -120,6 +121,8 @@ pub struct MachineObs {
     pub ignored: bool,
     /// An Azure Machine (its SSH user is `capi`, not `Administrator`).
     pub azure: bool,
+    /// Being deleted (`metadata.deletionTimestamp`, or phase `Deleting`).
+    pub deleting: bool,
 }
 
 /// Everything winfleet reads from the cluster in one round.

@@ -130,5 +130,7 @@ fn machine_obs(machine: &DynamicObject) -> MachineObs {
             .map(str::to_owned),
         ignored: machine.labels().get("windowsmachineconfig.openshift.io/ignore").is_some_and(|v| v == "true"),
         azure: str_at("/spec/providerSpec/value/kind").is_some_and(|k| k.starts_with("Azure")),
+        deleting: machine.metadata.deletion_timestamp.is_some()
+            || str_at("/status/phase").as_deref() == Some("Deleting"),
     }
 }

@@ -31,6 +31,7 @@ use crate::cluster::deconfigure;
 use crate::cluster::drain::DrainOptions;
 use crate::cluster::events::{Events, Reason, Regarding};
 use crate::cluster::join::{self, JoinOptions};
+use crate::cluster::keys;
 use crate::cluster::material;
 use crate::cluster::upgrade::{self, UpgradeResult, UpgradeStage};
 use crate::lifecycle::PayloadState;
@@ -171,6 +172,28 @@ pub async fn round<H: Host>(
             report.csrs = csrs;
         }
     }
+    let key = keys::FleetKey {
+        hash: pool.public_key_hash(),
+        authorized_key: pool.public_key_line(),
+        fingerprint: pool.public_key_fingerprint(),
+    };
+    let inputs = keys::Inputs {
+        byoh,
+        reports: &nodes,
+        facts: &facts,
+        associations: &associations,
+        max_unavailable: options.rollout.max_unavailable,
+    };
+    let mut key_plan = keys::plan(inputs, &key);
+    if !options.whole_fleet {
+        // Machines are replaced only by rounds that see the whole fleet.
+        key_plan.retain(|k| !matches!(k.result, keys::KeyResult::MachineReplaced { .. }));
+    }
+    report.keys = if options.dry_run || !writable {
+        key_plan
+    } else {
+        keys::apply(&cluster.client, &events, &facts, &key, key_plan).await
+    };
     if lifecycle_on && options.whole_fleet {
         let associated: BTreeSet<String> = associations.values().filter_map(|a| a.node().map(str::to_owned)).collect();
         let departures = leaving::departures(desired, &facts, byoh, &associated, &resolved);

@@ -10,6 +10,7 @@ use crate::cluster::apply::{ClusterPlan, WriteReport};
 use crate::cluster::approve::{CsrOutcome, CsrReport};
 use crate::cluster::deconfigure::{DeconfigureReport, DeconfigureResult};
 use crate::cluster::join::{JoinReport, JoinResult};
+use crate::cluster::keys::{KeyReport, KeyResult};
 use crate::cluster::machinesets::MachineSetStep;
 use crate::cluster::rollout::{RebootReport, RebootResult};
 use crate::cluster::upgrade::{UpgradeReport, UpgradeResult};
@@ -76,6 +77,10 @@ pub struct ClusterReport {
     /// address that did not resolve).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deconfigure_refused: Option<String>,
+    /// Key rotation: annotations updated, hosts that refuse the new key,
+    /// Machines replaced (listed first).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub keys: Vec<KeyReport>,
 }
 
 /// An instance without a Node.
@@ -219,11 +224,32 @@ fn outcome_suffix(outcome: Option<&Outcome>) -> String {
     outcome.map(|o| format!(": {o}")).unwrap_or_default()
 }
 
+/// Key rotation first: Machine replacements take longest.
+fn render_keys(out: &mut String, keys: &[KeyReport], dry_run: bool) {
+    let will = |done: bool| if done || !dry_run { "" } else { "to do: " };
+    for k in keys {
+        let what = match &k.result {
+            KeyResult::MachineReplaced { machine, done } => {
+                format!("{}replace Machine {machine} (deleted; its MachineSet creates a new one)", will(*done))
+            }
+            KeyResult::MachineWaiting { machine, reason } => format!("Machine {machine} waits: {reason}"),
+            KeyResult::HashUpdated { done } => format!("{}pub-key-hash set to the new key", will(*done)),
+            KeyResult::KeyRejected { authorized_key, fingerprint } => format!(
+                "the host REFUSES the fleet's new SSH key; add this public key to its authorized_keys: {authorized_key} \
+                 ({fingerprint}); left running"
+            ),
+            KeyResult::Failed { reason } => format!("FAILED: {reason}"),
+        };
+        let _ = writeln!(out, "  Key rotation {} ({}): {what}", k.node, k.address);
+    }
+}
+
 fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
     let _ = writeln!(out, "Cluster {}:", c.api);
     if let Some(error) = &c.error {
         let _ = writeln!(out, "  FAILED: {error}");
     }
+    render_keys(out, &c.keys, dry_run);
     for ms in &c.machine_sets {
         let change = &ms.change;
         let sign = match change.action {

@@ -95,7 +95,7 @@ pub enum SshError {
     #[error(transparent)]
     HostKey(#[from] HostKeyError),
     /// The server refused the key (never retried).
-    #[error("{target} refused public key authentication for user {user:?}")]
+    #[error("{target} {AUTH_REFUSED} for user {user:?}")]
     Auth {
         /// The node.
         target: String,
@@ -123,6 +123,14 @@ pub enum SshError {
     /// An error inside russh's handshake before the target is known.
     #[error("SSH error: {0}")]
     Russh(#[from] russh::Error),
+}
+
+/// How an authentication refusal reads in node reports.
+const AUTH_REFUSED: &str = "refused public key authentication";
+
+/// Whether a node failure (as reported) is the host refusing the fleet's key.
+pub fn is_auth_refusal(reason: &str) -> bool {
+    reason.contains(AUTH_REFUSED)
 }
 
 impl SshError {
@@ -249,6 +257,17 @@ impl Pool {
         let mut parts = line.split_whitespace();
         let text = format!("{} {}", parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
         crate::node::sha256_hex(text.as_bytes())
+    }
+
+    /// The fleet's public key in authorized_keys form (`<type> <base64>`).
+    pub fn public_key_line(&self) -> String {
+        let line = self.key.public_key().to_openssh().unwrap_or_default();
+        line.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
+    }
+
+    /// The fleet key's `SHA256:…` fingerprint.
+    pub fn public_key_fingerprint(&self) -> String {
+        known_hosts::fingerprint(self.key.public_key())
     }
 
     /// The hashes known for `target`'s files.

@@ -111,6 +111,21 @@ pub fn instance(node: &NodeReport, ctx: Context<'_>) -> Option<Verdict<InstanceP
     let (operations, reboot_required) = match &node.result {
         NodeResult::Pending => return None,
         NodeResult::Failed { stage, reason } => {
+            let rejected = ctx.round.cluster.iter().flat_map(|c| &c.keys).find_map(|k| match &k.result {
+                crate::cluster::keys::KeyResult::KeyRejected { authorized_key, fingerprint }
+                    if k.address == node.address =>
+                {
+                    Some((authorized_key, fingerprint))
+                }
+                _ => None,
+            });
+            if let Some((line, fingerprint)) = rejected {
+                let message = format!(
+                    "the host refuses the fleet's new SSH key; add this public key to its authorized_keys: {line} \
+                     ({fingerprint}); the node is left running as it is"
+                );
+                return Some(Verdict::error(InstancePhase::Failed, "KeyRejected", message, ErrorClass::Waiting));
+            }
             let reason_word = match stage {
                 Stage::Observe => "ObserveFailed",
                 Stage::Upload => "UploadFailed",

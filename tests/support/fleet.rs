@@ -329,6 +329,28 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         self.start();
     }
 
+    /// Makes this node's sshd read its authorized keys from `path` (only
+    /// this node: the fleet shares one file otherwise). sshd re-reads its
+    /// configuration on SIGHUP; the node's services keep running.
+    pub fn use_authorized_keys(&self, path: &Path) {
+        let config = fs::read_to_string(&self.config).expect("config");
+        let config: String = config
+            .lines()
+            .map(|l| {
+                if l.starts_with("AuthorizedKeysFile ") {
+                    format!("AuthorizedKeysFile {}\n", path.display())
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        fs::write(&self.config, config).expect("config");
+        let pid = fs::read_to_string(self.dir.join("sshd.pid")).expect("sshd.pid");
+        let _ = Command::new("kill").args(["-HUP", pid.trim()]).output();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        self.wait_ready();
+    }
+
     /// Adds an RSA host key next to the Ed25519 one and restarts; returns
     /// the known_hosts line that records only the RSA key.
     pub fn add_rsa_host_key(&mut self) -> String {

@@ -1,0 +1,234 @@
+//! Key rotation: the fleet's SSH key changed (the `--ssh-key` file or the
+//! mounted Secret was replaced), so Nodes carry WMCO's `pub-key-hash` of
+//! the old key.
+//!
+//! - A BYOH host that accepted the new key this round gets the annotation
+//!   updated.
+//! - One that refused it is reported with what to do ("add this public key
+//!   to the host": the authorized_keys line and its fingerprint, never the
+//!   private key) and left running.
+//! - A Machine-backed node is replaced (its Machine deleted; its MachineSet
+//!   creates a new one that joins with the new key), at most
+//!   `rollout.maxUnavailable` at once counting Machines already going or
+//!   not Running, and never while its MachineSet has an unhealthy Machine.
+//!
+//! [`plan`] is pure; [`apply`] writes it.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind};
+use serde::Serialize;
+use serde_json::json;
+
+use super::apply::api_error;
+use super::associate::Association;
+use super::events::{Events, Reason, Regarding};
+use super::join::{PUB_KEY_HASH_ANNOTATION, patch};
+use super::{ClusterFacts, NodeObs};
+use crate::desired::model::Instance;
+use crate::engine::report::{NodeReport, NodeResult};
+
+/// The fleet's key, as Nodes and administrators see it.
+#[derive(Clone, Debug)]
+pub struct FleetKey {
+    /// WMCO's `pub-key-hash`.
+    pub hash: String,
+    /// The authorized_keys line (`<type> <base64>`).
+    pub authorized_key: String,
+    /// `SHA256:…`.
+    pub fingerprint: String,
+}
+
+/// One node's key rotation.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyReport {
+    /// Node name.
+    pub node: String,
+    /// The instance address, or the Machine's name.
+    pub address: String,
+    /// What happens.
+    #[serde(flatten)]
+    pub result: KeyResult,
+}
+
+/// What key rotation does to one node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum KeyResult {
+    /// The host accepted the new key: the annotation is (or, in a dry run,
+    /// would be) updated.
+    HashUpdated {
+        /// Written (false in a dry run).
+        done: bool,
+    },
+    /// The host refuses the new key: an administrator adds it.
+    KeyRejected {
+        /// The line to add to the host's authorized_keys.
+        authorized_key: String,
+        /// Its fingerprint.
+        fingerprint: String,
+    },
+    /// The Machine is (or would be) deleted for its MachineSet to replace.
+    MachineReplaced {
+        /// The Machine.
+        machine: String,
+        /// Deleted (false in a dry run).
+        done: bool,
+    },
+    /// The Machine waits for a later round.
+    MachineWaiting {
+        /// The Machine.
+        machine: String,
+        /// Why.
+        reason: String,
+    },
+    /// Writing failed.
+    Failed {
+        /// Why.
+        reason: String,
+    },
+}
+
+/// What the rotation acts on.
+#[derive(Clone, Copy, Debug)]
+pub struct Inputs<'a> {
+    /// Listed BYOH instances.
+    pub byoh: &'a [&'a Instance],
+    /// This round's node reports.
+    pub reports: &'a [NodeReport],
+    /// The cluster.
+    pub facts: &'a ClusterFacts,
+    /// Instance address → Node.
+    pub associations: &'a BTreeMap<String, Association>,
+    /// Disruptions allowed at once.
+    pub max_unavailable: usize,
+}
+
+/// The rotation's plan: Machine replacements first (they take longest),
+/// then BYOH hosts.
+pub fn plan(inputs: Inputs<'_>, key: &FleetKey) -> Vec<KeyReport> {
+    let stale = |n: &NodeObs| n.annotations.get(PUB_KEY_HASH_ANNOTATION).is_some_and(|h| *h != key.hash);
+    let mut out = machines(inputs, &stale);
+    for instance in inputs.byoh {
+        let Some(node) = inputs
+            .associations
+            .get(&instance.address)
+            .and_then(Association::node)
+            .and_then(|n| inputs.facts.nodes.get(n))
+        else {
+            continue;
+        };
+        if !stale(node) {
+            continue;
+        }
+        let Some(report) = inputs.reports.iter().find(|r| r.address == instance.address) else { continue };
+        let result = match &report.result {
+            NodeResult::Done { .. } => KeyResult::HashUpdated { done: false },
+            NodeResult::Failed { reason, .. } if crate::ssh::is_auth_refusal(reason) => KeyResult::KeyRejected {
+                authorized_key: key.authorized_key.clone(),
+                fingerprint: key.fingerprint.clone(),
+            },
+            _ => continue,
+        };
+        out.push(KeyReport { node: node.name.clone(), address: instance.address.clone(), result });
+    }
+    out
+}
+
+fn machines(inputs: Inputs<'_>, stale: &dyn Fn(&NodeObs) -> bool) -> Vec<KeyReport> {
+    let facts = inputs.facts;
+    let unhealthy = |m: &super::MachineObs| m.deleting || m.phase.as_deref() != Some("Running") || m.node.is_none();
+    let sick_sets: BTreeSet<&str> =
+        facts.machines.values().filter(|m| unhealthy(m)).filter_map(|m| m.machine_set.as_deref()).collect();
+    let busy = facts.machines.values().filter(|m| !m.ignored && unhealthy(m)).count();
+    let mut slots = inputs.max_unavailable.max(1).saturating_sub(busy);
+    let mut out = Vec::new();
+    for machine in facts.machines.values().filter(|m| !m.ignored && !unhealthy(m)) {
+        let Some(node) = machine.node.as_deref().and_then(|n| facts.nodes.get(n)) else { continue };
+        if !stale(node) {
+            continue;
+        }
+        let set = machine.machine_set.as_deref();
+        let result = if let Some(set) = set.filter(|s| sick_sets.contains(s)) {
+            KeyResult::MachineWaiting {
+                machine: machine.name.clone(),
+                reason: format!("MachineSet {set} has a Machine that is not Running yet"),
+            }
+        } else if slots == 0 {
+            KeyResult::MachineWaiting {
+                machine: machine.name.clone(),
+                reason: format!(
+                    "rollout.maxUnavailable ({}) Machine(s) are already being replaced or not Running",
+                    inputs.max_unavailable.max(1)
+                ),
+            }
+        } else {
+            slots -= 1;
+            KeyResult::MachineReplaced { machine: machine.name.clone(), done: false }
+        };
+        out.push(KeyReport { node: node.name.clone(), address: machine.name.clone(), result });
+    }
+    out
+}
+
+/// Writes the plan: annotations updated, Machines deleted, Events for
+/// every change and every refusal.
+pub async fn apply(
+    client: &Client,
+    events: &Events,
+    facts: &ClusterFacts,
+    key: &FleetKey,
+    plan: Vec<KeyReport>,
+) -> Vec<KeyReport> {
+    let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
+    let gvk = GroupVersionKind::gvk("machine.openshift.io", "v1beta1", "Machine");
+    let machines: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), super::MACHINE_API_NAMESPACE, &ApiResource::from_gvk(&gvk));
+    let mut out = Vec::new();
+    for mut report in plan {
+        let uid = facts.nodes.get(&report.node).map(|n| n.uid.clone()).unwrap_or_default();
+        let regarding = Regarding::Node(&report.node, &uid);
+        report.result = match report.result {
+            KeyResult::HashUpdated { .. } => {
+                let body = json!({ "metadata": { "annotations": { PUB_KEY_HASH_ANNOTATION: key.hash } } });
+                match patch(&nodes, &report.node, &body).await {
+                    Ok(_) => {
+                        let note = format!("the host accepts the fleet's new SSH key {}", key.fingerprint);
+                        events.publish(regarding, Reason::PublicKeyUpdated, note).await;
+                        KeyResult::HashUpdated { done: true }
+                    }
+                    Err(e) => KeyResult::Failed { reason: format!("cannot update {PUB_KEY_HASH_ANNOTATION}: {e}") },
+                }
+            }
+            KeyResult::KeyRejected { authorized_key, fingerprint } => {
+                let note = format!(
+                    "the host refuses the fleet's new SSH key: add this public key to {}'s authorized_keys: \
+                     {authorized_key} ({fingerprint}); the node is left running",
+                    report.address
+                );
+                events.publish(regarding, Reason::PublicKeyRejected, note).await;
+                KeyResult::KeyRejected { authorized_key, fingerprint }
+            }
+            KeyResult::MachineReplaced { machine, .. } => {
+                match machines.delete(&machine, &DeleteParams::default()).await {
+                    Ok(_) => {
+                        let note = format!(
+                            "Machine {machine} deleted: its Node trusts an older fleet SSH key; its MachineSet \
+                             replaces it"
+                        );
+                        events.publish(regarding, Reason::MachineReplaced, note).await;
+                        KeyResult::MachineReplaced { machine, done: true }
+                    }
+                    Err(e) => {
+                        KeyResult::Failed { reason: format!("cannot delete Machine {machine}: {}", api_error(&e)) }
+                    }
+                }
+            }
+            other => other,
+        };
+        out.push(report);
+    }
+    out
+}
