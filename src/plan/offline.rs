@@ -273,11 +273,14 @@ fn warnings(base: Option<&Desired>, head: &Desired, plan: &Plan) -> Vec<String> 
     if let Some(base) = base {
         let total = base.instances.len();
         let removed = plan.instances.deconfigure.len();
-        let limit = base.fleet.max_removal_percent.min(head.fleet.max_removal_percent);
+        // The head's limit is the one winfleet applies: a commit may raise
+        // it together with the removal.
+        let limit = head.fleet.max_removal_percent;
         if total > 0 && removed * 100 > total * limit as usize {
             out.push(format!(
                 "this change deconfigures {removed} of {total} instances ({}%), more than prune.maxRemovalPercent ({limit}%): \
-                 winfleet will refuse to apply it",
+                 winfleet applies everything else and deconfigures none of them until a later commit restores the \
+                 instances or raises the limit",
                 removed * 100 / total
             ));
         }
