@@ -15,6 +15,14 @@
 //!   at once as winfleet: the transfer floor.
 //!
 //! Then winfleet's following no-op round (warm connections, nothing sent).
+//!
+//! Then an upgrade after CHANGED (10) of the files changed: winfleet's node
+//! step in upgrade mode (services stopped, only the changed files sent,
+//! started again) one node at a time and five at a time, beside WMCO's
+//! strategy (deconfigure, then a full configure, one node at a time) on
+//! WMCO_NODES (10) of the nodes. The cluster side of an upgrade (cordon,
+//! drain, the Ready wait) is the same for both and not measured here.
+//!
 //! `cargo bench --bench lifecycle` (NODES=50, FILES=200, MIB=50 by default).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, missing_docs)]
@@ -111,7 +119,7 @@ fn manifest() -> ServicesManifest {
     }
 }
 
-fn instances(fleet: &TestFleet, payload: &Arc<Payload>) -> Vec<Instance> {
+fn instances_for(fleet: &TestFleet, payload: &Arc<Payload>) -> Vec<Instance> {
     let dirs = LifecycleDirs { posix_payload: "payload", posix_units: "units", registries: "certs.d" };
     let lifecycle = LifecycleSpec::new(Shell::Posix, &payload.digest, &manifest(), dirs)
         .at_runtime(&PayloadState::Loaded(Arc::clone(payload)), None);
@@ -190,16 +198,24 @@ async fn wmco_node(
     sent
 }
 
+/// WMCO's way, one node at a time; `upgrade`: each node deconfigured (its
+/// files removed) before its full configure, as WMCO upgrades.
 async fn wmco_round(
     instances: &[Instance],
     archives: &BTreeMap<String, PathBuf>,
     fleet: &TestFleet,
+    upgrade: bool,
 ) -> (Duration, u64) {
     let key = Arc::new(load_key(&fleet.key).unwrap());
     let known = Arc::new(KnownHosts::load(&fleet.known_hosts, false).unwrap());
     let start = Instant::now();
     let mut sent = 0;
     for instance in instances {
+        if upgrade {
+            let session = Session::connect(&engine::target(instance), &key, &known, &settings()).await.unwrap();
+            session.run(&command("rm -rf wmco".into()), Duration::from_secs(120)).await.unwrap();
+            session.close().await;
+        }
         sent += wmco_node(instance, archives, &key, &known).await;
     }
     (start.elapsed(), sent)
@@ -232,6 +248,42 @@ fn scp_round(fleet: &TestFleet, payload: &Path) -> Duration {
     start.elapsed()
 }
 
+/// Rewrites `changed` of the payload's files (spread over it) with new
+/// content of the same size; returns the payload as it is now.
+fn change_files(dir: &Path, changed: usize, seed: u64) -> Arc<Payload> {
+    let before = Payload::load(dir).unwrap();
+    let step = (before.files.len() / changed.max(1)).max(1);
+    let mut rng = fastrand::Rng::with_seed(seed);
+    for file in before.files.iter().step_by(step).take(changed) {
+        let path = dir.join(&file.rel);
+        let mut bytes = std::fs::read(&path).unwrap();
+        for chunk in bytes.chunks_mut(4096).step_by(2) {
+            rng.fill(chunk);
+        }
+        std::fs::write(&path, bytes).unwrap();
+    }
+    Arc::new(Payload::load(dir).unwrap())
+}
+
+/// winfleet's upgrade node step on every node, `at_once` nodes at a time.
+async fn winfleet_upgrade(pool: &Pool, instances: &[Instance], at_once: usize) -> (Duration, u64) {
+    use futures::StreamExt;
+    let start = Instant::now();
+    let reports: Vec<NodeReport> = futures::stream::iter(instances)
+        .map(|i| async move {
+            let node = serde_json::json!({ "metadata": { "name": i.address } });
+            let context = NodeContext { mode: Some(Mode::Upgrade), node: Some(node), disrupt: true };
+            engine::node(pool, i, false, &context).await
+        })
+        .buffer_unordered(at_once)
+        .collect()
+        .await;
+    let elapsed = start.elapsed();
+    let failed: Vec<String> = reports.iter().filter(|r| r.failed()).map(engine::report::node_line).collect();
+    assert!(failed.is_empty(), "nodes failed: {failed:#?}");
+    (elapsed, reports.iter().filter_map(|r| r.lifecycle.as_ref()).map(|l| l.uploaded_bytes).sum())
+}
+
 fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
@@ -252,24 +304,23 @@ fn main() {
     let scratch = tempfile::tempdir().unwrap();
     let dir = payload(scratch.path(), files, size);
     let payload = Arc::new(Payload::load(&dir).unwrap());
-    let archives = archives(&payload, scratch.path());
-    let archived: u64 = archives.values().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    let wmco_archives = archives(&payload, scratch.path());
+    let archived: u64 = wmco_archives.values().map(|p| std::fs::metadata(p).unwrap().len()).sum();
     println!(
         "payload: {} files, {} ({} as WMCO's .tar.gz archives)",
         payload.files.len(),
         mib(payload.size()),
         mib(archived)
     );
-    let instances = instances(&fleet, &payload);
+    let instances = instances_for(&fleet, &payload);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let pool =
             Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), settings());
         let (configure, sent, _) = winfleet_round(&pool, &instances).await;
         let (noop, noop_sent, _) = winfleet_round(&pool, &instances).await;
-        pool.close().await;
         let scp = scp_round(&fleet, &dir);
-        let (wmco, wmco_sent) = wmco_round(&instances, &archives, &fleet).await;
+        let (wmco, wmco_sent) = wmco_round(&instances, &wmco_archives, &fleet, false).await;
         let total = payload.size() * nodes as u64;
         let rate =
             |bytes: u64, d: Duration| format!("{:.0} MiB/s", bytes as f64 / f64::from(1u32 << 20) / d.as_secs_f64());
@@ -291,5 +342,42 @@ fn main() {
             100.0 * scp.as_secs_f64() / configure.as_secs_f64()
         );
         println!("  winfleet's following no-op round: {} ({} sent)", secs(noop), mib(noop_sent));
+
+        let changed = env("CHANGED", 10);
+        let wmco_nodes = env("WMCO_NODES", 10).min(nodes);
+        println!();
+        println!("upgrade after {changed} of {files} files changed:");
+        for (at_once, seed) in [(1, 11), (5, 12)] {
+            let before = Payload::load(&dir).unwrap();
+            let after = change_files(&dir, changed, seed);
+            let delta: u64 = after
+                .files
+                .iter()
+                .filter(|f| before.files.iter().any(|b| b.rel == f.rel && b.sha256 != f.sha256))
+                .map(|f| f.size)
+                .sum();
+            let upgraded = instances_for(&fleet, &after);
+            let (took, sent) = winfleet_upgrade(&pool, &upgraded, at_once).await;
+            println!(
+                "  winfleet, {at_once} at a time   {:>10}  {:>8} per node  sent {:>8} ({:.1}% over the {} changed per node)",
+                secs(took),
+                secs(took / nodes as u32),
+                mib(sent),
+                100.0 * (sent as f64 / (delta * nodes as u64) as f64 - 1.0),
+                winfleet::plan::bytes(delta)
+            );
+            if at_once == 1 {
+                let new_archives = archives(&after, &scratch.path().join(format!("upgrade-{seed}")));
+                let (wmco, wmco_sent) = wmco_round(&upgraded[..wmco_nodes], &new_archives, &fleet, true).await;
+                let per_wmco = wmco / wmco_nodes as u32;
+                println!(
+                    "  WMCO's strategy, 1 at a time ({wmco_nodes} nodes) {:>8} per node  sent {:>8} per node   winfleet is {:.1}x faster per node",
+                    secs(per_wmco),
+                    mib(wmco_sent / wmco_nodes as u64),
+                    per_wmco.as_secs_f64() / (took.as_secs_f64() / nodes as f64)
+                );
+            }
+        }
+        pool.close().await;
     });
 }

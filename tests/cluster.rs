@@ -124,8 +124,10 @@ fn event_reasons(api: &ApiServer, name: &str) -> Vec<String> {
         .collect()
 }
 
+/// Writes to one object, not counting the test's own (out-of-band) ones.
 fn written(api: &ApiServer, resource: &str, name: &str) -> usize {
-    api.history().iter().filter(|w| w.resource == resource && w.name == name).count()
+    let by_test = |w: &&support::apiserver::Write| w.field_manager.as_deref() == Some("test");
+    api.history().iter().filter(|w| w.resource == resource && w.name == name && !by_test(w)).count()
 }
 
 #[tokio::test]
@@ -316,25 +318,67 @@ async fn the_cluster_proxy_no_proxy_and_node_readiness_are_observed() {
 
 /// A simulated host: a reboot takes the node down (SSH refused, Node
 /// NotReady in the API server) and brings it back with a new boot id after
-/// `boot_time`, unless it never comes back.
+/// `boot_time`, unless it never comes back. Its kubelet posts a heartbeat
+/// when the node is back (after `heartbeat_after` more) and every 10 s
+/// while it is up. Paused-time tests run in well under a wall-clock second,
+/// so heartbeats are stamped as the order of events says: after a reboot
+/// 2 s ahead of the wall clock, before any reboot 2 s behind it.
 #[derive(Clone)]
 struct SimHost {
     api: ApiServer,
     boot_time: Duration,
+    /// After the boot, before the kubelet's first heartbeat.
+    heartbeat_after: Duration,
+    /// The node lifecycle controller is slower than the reboot: the Node
+    /// stays Ready (with its old heartbeat) while the node is down.
+    stale_ready: bool,
     never_back: BTreeSet<String>,
     state: Arc<Mutex<HashMap<String, (u32, bool)>>>, // address -> (boot number, down)
-    nodes: BTreeMap<String, String>,                 // address -> node name
+    /// Nodes whose kubelet has not posted since their reboot.
+    kubelet_down: Arc<Mutex<BTreeSet<String>>>,
+    nodes: BTreeMap<String, String>, // address -> node name
 }
 
 impl SimHost {
     fn new(api: &ApiServer, nodes: BTreeMap<String, String>, boot_time: Duration) -> Self {
-        SimHost { api: api.clone(), boot_time, never_back: BTreeSet::new(), state: Arc::default(), nodes }
+        let host = SimHost {
+            api: api.clone(),
+            boot_time,
+            heartbeat_after: Duration::ZERO,
+            stale_ready: false,
+            never_back: BTreeSet::new(),
+            state: Arc::default(),
+            kubelet_down: Arc::default(),
+            nodes,
+        };
+        let kubelet = host.clone();
+        tokio::spawn(async move {
+            loop {
+                for (address, node) in &kubelet.nodes {
+                    let (boot, down) = kubelet.state.lock().unwrap().get(address).copied().unwrap_or((0, false));
+                    if !down && !kubelet.kubelet_down.lock().unwrap().contains(address) {
+                        heartbeat(&kubelet.api, node, boot > 0);
+                    }
+                }
+                tokio::time::sleep(Duration::from_secs(10)).await;
+            }
+        });
+        host
     }
 }
 
 fn set_ready(api: &ApiServer, node: &str, ready: bool) {
     api.update("v1", "Node", None, node, |n| {
         n["status"]["conditions"][0]["status"] = json!(if ready { "True" } else { "False" });
+    });
+}
+
+/// The kubelet's heartbeat (see [`SimHost`] for the stamp).
+fn heartbeat(api: &ApiServer, node: &str, rebooted: bool) {
+    let skew = jiff::SignedDuration::from_secs(if rebooted { 2 } else { -2 });
+    let stamp = jiff::Timestamp::now().checked_add(skew).unwrap().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    api.update("v1", "Node", None, node, |n| {
+        n["status"]["conditions"][0]["lastHeartbeatTime"] = json!(stamp);
     });
 }
 
@@ -351,18 +395,26 @@ impl Host for SimHost {
         let address = instance.address.clone();
         let node = self.nodes[&address].clone();
         self.state.lock().unwrap().entry(address.clone()).or_default().1 = true;
-        set_ready(&self.api, &node, false);
+        self.kubelet_down.lock().unwrap().insert(address.clone());
+        if !self.stale_ready {
+            set_ready(&self.api, &node, false);
+        }
         if self.never_back.contains(&address) {
             return Ok(());
         }
-        let (api, state, boot_time) = (self.api.clone(), Arc::clone(&self.state), self.boot_time);
+        let (api, state, boot_time, heartbeat_after) =
+            (self.api.clone(), Arc::clone(&self.state), self.boot_time, self.heartbeat_after);
+        let kubelet_down = Arc::clone(&self.kubelet_down);
         tokio::spawn(async move {
             tokio::time::sleep(boot_time).await;
             {
                 let mut state = state.lock().unwrap();
-                let entry = state.entry(address).or_default();
+                let entry = state.entry(address.clone()).or_default();
                 *entry = (entry.0 + 1, false);
             }
+            tokio::time::sleep(heartbeat_after).await;
+            kubelet_down.lock().unwrap().remove(&address);
+            heartbeat(&api, &node, true);
             set_ready(&api, &node, true);
         });
         Ok(())
@@ -492,6 +544,23 @@ async fn three_nodes_reboot_strictly_one_at_a_time() {
             .unwrap();
         assert!(cordon.object["metadata"]["annotations"].get(REBOOT_REQUIRED_ANNOTATION).is_some(), "{name}");
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ready_condition_from_before_the_reboot_does_not_count() {
+    let api = ApiServer::new();
+    let (instances, mut host) = fleet(&api, 1, Duration::from_secs(20));
+    // The node is back (new boot id) after 20 s, before anything marked it
+    // NotReady; its kubelet posts its first heartbeat 40 s later.
+    host.stale_ready = true;
+    host.heartbeat_after = Duration::from_secs(40);
+    let start = tokio::time::Instant::now();
+    let reports = roll_all(&api, &host, &instances).await;
+    assert_eq!(reports[0].result, RebootResult::Rebooted { evicted: 0, resumed: false }, "{reports:?}");
+    let timeline = cordon_timeline(&api, start);
+    let (at, _, cordoned) = timeline.last().unwrap();
+    assert!(!cordoned);
+    assert!(*at >= Duration::from_secs(60), "uncordoned only after a fresh heartbeat, at {at:?}");
 }
 
 #[tokio::test(start_paused = true)]

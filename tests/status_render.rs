@@ -217,7 +217,8 @@ fn every_phase_follows_the_documented_mapping() {
     assert_eq!(phase("10.0.0.2"), (InstancePhase::Failed, Some(ErrorClass::Transient)));
     assert_eq!(phase("10.0.0.3"), (InstancePhase::Failed, Some(ErrorClass::Transient)));
     assert_eq!(phase("10.0.0.4"), (InstancePhase::Waiting, Some(ErrorClass::Waiting)));
-    assert_eq!(phase("10.0.0.5"), (InstancePhase::Progressing, None));
+    // A reboot that waits for a slot progresses, and is requeued at the set delay.
+    assert_eq!(phase("10.0.0.5"), (InstancePhase::Progressing, Some(ErrorClass::Waiting)));
     assert_eq!(phase("10.0.0.6"), (InstancePhase::Waiting, Some(ErrorClass::Waiting)));
     assert_eq!(phase("10.0.0.7"), (InstancePhase::Failed, Some(ErrorClass::Transient)));
     assert_eq!(phase("10.0.0.8"), (InstancePhase::Unknown, None));

@@ -24,10 +24,10 @@ use serde_json::json;
 use super::apply::api_error;
 use super::drain::{DrainOptions, drain};
 use super::events::{Events, Reason, Regarding};
-use super::join::patch;
+use super::join::{cordon, patch};
 use super::observe::node_obs;
 use super::rollout::Host;
-use super::{CORDONED_ANNOTATION, DECONFIGURING_ANNOTATION, NodeObs, REBOOT_REQUIRED_ANNOTATION};
+use super::{DECONFIGURING_ANNOTATION, NodeObs, REBOOT_REQUIRED_ANNOTATION};
 use crate::desired::model::Instance;
 use crate::engine::report::{NodeReport, NodeResult, node_line};
 use crate::engine::{self, NodeContext};
@@ -197,20 +197,13 @@ async fn run<H: Host>(t: &Teardown<'_, H>, l: &Leaving) -> DeconfigureResult {
         Ok(None) => return fail(DeconfigureStage::Cordon, format!("Node {name} is gone")),
         Err(e) => return fail(DeconfigureStage::Cordon, format!("cannot read the Node: {}", api_error(&e))),
     };
-    if !fresh.annotations.contains_key(DECONFIGURING_ANNOTATION) {
-        let mut annotations = json!({ DECONFIGURING_ANNOTATION: "true" });
-        if !fresh.unschedulable {
-            annotations[CORDONED_ANNOTATION] = json!("true");
+    match cordon(&nodes, name, Some((DECONFIGURING_ANNOTATION, "true"))).await {
+        Ok(true) => {
+            let note = format!("cordoned to deconfigure: {} left the repository", l.instance.address);
+            t.events.publish(regarding(), Reason::Deconfiguring, note).await;
         }
-        let body = json!({
-            "metadata": { "resourceVersion": fresh.resource_version, "annotations": annotations },
-            "spec": { "unschedulable": true },
-        });
-        if let Err(e) = patch(&nodes, name, &body).await {
-            return fail(DeconfigureStage::Cordon, format!("cannot cordon: {e}"));
-        }
-        let note = format!("cordoned to deconfigure: {} left the repository", l.instance.address);
-        t.events.publish(regarding(), Reason::Deconfiguring, note).await;
+        Ok(false) => {}
+        Err(e) => return fail(DeconfigureStage::Cordon, format!("cannot cordon: {e}")),
     }
     let evicted = match drain(t.client, t.events, (name, &l.node.uid), t.drain).await {
         Ok(n) => n,

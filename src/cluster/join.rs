@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -36,7 +36,7 @@ use super::approve::{self, CsrReport};
 use super::events::{Events, Reason, Regarding};
 use super::metadata::plan_node_metadata;
 use super::observe::{WINDOWS_NODES, node_obs};
-use super::{CORDONED_ANNOTATION, FIELD_MANAGER, NodeObs};
+use super::{CORDONED_ANNOTATION, FIELD_MANAGER, NodeObs, UPGRADING_ANNOTATION};
 use crate::desired::model::Instance;
 use crate::engine::report::NodeReport;
 use crate::engine::{self, NodeContext};
@@ -253,8 +253,9 @@ async fn join_one(shared: &Shared<'_>, candidate: Candidate<'_>) -> JoinReport {
     report.node = Some(node.name.clone());
     let regarding = || Regarding::Node(&node.name, &node.uid);
     let steps = async {
-        let node = cordon(&nodes, &node).await.map_err(|e| (JoinStep::Cordon, e))?;
-        let node = metadata(&nodes, &candidate, &node, shared.key_hash).await.map_err(|e| (JoinStep::Metadata, e))?;
+        cordon(&nodes, &node.name, None).await.map_err(|e| (JoinStep::Cordon, e))?;
+        let node =
+            metadata(&nodes, &candidate, &node.name, shared.key_hash).await.map_err(|e| (JoinStep::Metadata, e))?;
         let started = jiff::Timestamp::now();
         let context = NodeContext { mode: Some(Mode::Join), node: Some(node.object.clone()), disrupt: true };
         let services = engine::node(shared.pool, candidate.instance, false, &context).await;
@@ -265,7 +266,7 @@ async fn join_one(shared: &Shared<'_>, candidate: Candidate<'_>) -> JoinReport {
         }
         ready(&nodes, &node.name, started, shared.options).await.map_err(|e| (JoinStep::Ready, e))?;
         let version = candidate.instance.spec.lifecycle.as_ref().map(|l| l.version.clone()).unwrap_or_default();
-        finish(&nodes, &node.name, &version).await.map_err(|e| (JoinStep::Finish, e))
+        finish(&nodes, &node.name, Some(&version)).await.map_err(|e| (JoinStep::Finish, e))
     };
     match steps.await {
         Ok(()) => {
@@ -319,48 +320,94 @@ pub(crate) async fn patch(nodes: &Api<Node>, name: &str, patch: &Value) -> Resul
     nodes.patch(name, &params, &Patch::Merge(patch)).await.map(|n| node_obs(&n)).map_err(|e| api_error(&e))
 }
 
-/// Cordons a schedulable Node, recording the cordon as winfleet's.
-async fn cordon(nodes: &Api<Node>, node: &NodeObs) -> Result<NodeObs, String> {
-    if node.unschedulable {
-        return Ok(node.clone());
+/// A merge patch conditional on the Node as read just before, built from
+/// it by `body` (`None`: nothing to write). A Node changed in between (the
+/// kubelet's status updates do that every few seconds) is read and tried
+/// again, up to five times.
+pub(crate) async fn patch_fresh(
+    nodes: &Api<Node>,
+    name: &str,
+    mut body: impl FnMut(&NodeObs) -> Option<Value>,
+) -> Result<NodeObs, String> {
+    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+    let mut conflicts = 0;
+    loop {
+        let node = nodes.get(name).await.map(|n| node_obs(&n)).map_err(|e| api_error(&e))?;
+        let Some(mut patch) = body(&node) else { return Ok(node) };
+        patch["metadata"]["resourceVersion"] = json!(node.resource_version);
+        match nodes.patch(name, &params, &Patch::Merge(&patch)).await {
+            Ok(n) => return Ok(node_obs(&n)),
+            Err(kube::Error::Api(e)) if e.code == 409 && conflicts < 5 => conflicts += 1,
+            Err(e) => return Err(api_error(&e)),
+        }
     }
-    let body = json!({
-        "metadata": { "resourceVersion": node.resource_version, "annotations": { CORDONED_ANNOTATION: "true" } },
-        "spec": { "unschedulable": true },
-    });
-    patch(nodes, &node.name, &body).await
+}
+
+/// Cordons a schedulable Node, recording the cordon as winfleet's; with
+/// `marker`, sets that disruption marker (an upgrade's, a deconfigure's) in
+/// the same write. Returns whether it wrote (a Node that already carries
+/// the marker, left by a crash, is not written again).
+pub(crate) async fn cordon(nodes: &Api<Node>, name: &str, marker: Option<(&str, &str)>) -> Result<bool, String> {
+    let mut wrote = false;
+    patch_fresh(nodes, name, |n| {
+        let marked = marker.is_none_or(|(key, _)| n.annotations.contains_key(key));
+        if marked && n.unschedulable {
+            return None;
+        }
+        let mut annotations = serde_json::Map::new();
+        if let Some((key, value)) = marker.filter(|_| !marked) {
+            annotations.insert(key.to_owned(), json!(value));
+        }
+        if !n.unschedulable {
+            annotations.insert(CORDONED_ANNOTATION.to_owned(), json!("true"));
+        }
+        wrote = true;
+        Some(json!({ "metadata": { "annotations": annotations }, "spec": { "unschedulable": true } }))
+    })
+    .await?;
+    Ok(wrote)
+}
+
+/// Lifts winfleet's cordon (never an administrator's) and the upgrade
+/// marker; with `version`, sets the version annotation in the same write.
+pub(crate) async fn finish(nodes: &Api<Node>, name: &str, version: Option<&str>) -> Result<(), String> {
+    patch_fresh(nodes, name, |n| {
+        let mut annotations = json!({ UPGRADING_ANNOTATION: null, CORDONED_ANNOTATION: null });
+        if let Some(v) = version {
+            annotations[VERSION_ANNOTATION] = json!(v);
+        }
+        let mut body = json!({ "metadata": { "annotations": annotations } });
+        if n.annotations.contains_key(CORDONED_ANNOTATION) {
+            body["spec"] = json!({ "unschedulable": false });
+        }
+        Some(body)
+    })
+    .await
+    .map(drop)
 }
 
 /// WMCO's labels and annotation, and the instance's own metadata.
-async fn metadata(
-    nodes: &Api<Node>,
-    candidate: &Candidate<'_>,
-    node: &NodeObs,
-    key_hash: &str,
-) -> Result<NodeObs, String> {
-    let mut labels = Map::new();
-    let mut wanted: Vec<(&str, &str)> = vec![(WORKER_LABEL, "")];
-    if candidate.byoh {
-        wanted.push((BYOH_LABEL, "true"));
-    }
-    for (key, value) in wanted {
-        if node.labels.get(key).map(String::as_str) != Some(value) {
-            labels.insert(key.to_owned(), Value::String(value.to_owned()));
+async fn metadata(nodes: &Api<Node>, candidate: &Candidate<'_>, name: &str, key_hash: &str) -> Result<NodeObs, String> {
+    patch_fresh(nodes, name, |node| {
+        let mut body =
+            plan_node_metadata(candidate.instance, node).map_or_else(|| json!({ "metadata": {} }), |p| p.patch);
+        if node.annotations.get(PUB_KEY_HASH_ANNOTATION).map(String::as_str) != Some(key_hash) {
+            body["metadata"]["annotations"][PUB_KEY_HASH_ANNOTATION] = Value::String(key_hash.to_owned());
         }
-    }
-    let mut body = plan_node_metadata(candidate.instance, node).map_or_else(|| json!({ "metadata": {} }), |p| p.patch);
-    if node.annotations.get(PUB_KEY_HASH_ANNOTATION).map(String::as_str) != Some(key_hash) {
-        body["metadata"]["annotations"][PUB_KEY_HASH_ANNOTATION] = Value::String(key_hash.to_owned());
-    }
-    for (key, value) in labels {
-        body["metadata"]["labels"][key] = value;
-    }
-    let unchanged = body["metadata"].as_object().is_none_or(|m| m.keys().all(|k| k == "resourceVersion"))
-        && body.get("spec").is_none();
-    if unchanged {
-        return Ok(node.clone());
-    }
-    patch(nodes, &node.name, &body).await
+        let mut wanted: Vec<(&str, &str)> = vec![(WORKER_LABEL, "")];
+        if candidate.byoh {
+            wanted.push((BYOH_LABEL, "true"));
+        }
+        for (key, value) in wanted {
+            if node.labels.get(key).map(String::as_str) != Some(value) {
+                body["metadata"]["labels"][key] = Value::String(value.to_owned());
+            }
+        }
+        let unchanged = body["metadata"].as_object().is_none_or(|m| m.keys().all(|k| k == "resourceVersion"))
+            && body.get("spec").is_none();
+        (!unchanged).then_some(body)
+    })
+    .await
 }
 
 /// Waits until the Node is Ready with a heartbeat newer than `since`.
@@ -390,23 +437,8 @@ pub(crate) async fn ready(
 }
 
 /// The Ready condition: whether True, and its last heartbeat.
-fn ready_heartbeat(node: &Node) -> Option<(bool, Option<jiff::Timestamp>)> {
+pub(crate) fn ready_heartbeat(node: &Node) -> Option<(bool, Option<jiff::Timestamp>)> {
     let condition = node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")?;
     let beat = condition.last_heartbeat_time.as_ref().map(|t| t.0);
     Some((condition.status == "True", beat))
-}
-
-/// The version annotation, and the uncordon when winfleet cordoned.
-async fn finish(nodes: &Api<Node>, name: &str, version: &str) -> Result<(), String> {
-    let node = nodes.get(name).await.map(|n| node_obs(&n)).map_err(|e| api_error(&e))?;
-    let mut body = json!({
-        "metadata": {
-            "resourceVersion": node.resource_version,
-            "annotations": { VERSION_ANNOTATION: version, CORDONED_ANNOTATION: null },
-        },
-    });
-    if node.annotations.contains_key(CORDONED_ANNOTATION) {
-        body["spec"] = json!({ "unschedulable": false });
-    }
-    patch(nodes, name, &body).await.map(drop)
 }

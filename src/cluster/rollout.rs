@@ -237,6 +237,9 @@ async fn run_reboot<H: Host>(
     // drain and reboot twice.
     let only_finish = resumed.is_some() && host.boot_id(instance).await.ok().is_none_or(|now| now != before);
     let mut evicted = 0;
+    // When the reboot command went out (unknown when an earlier round sent
+    // it: the moment the new boot is first seen stands in).
+    let mut sent = None;
     if !only_finish {
         // Read the Node fresh: the cordon is conditional on what it says now,
         // so an administrator's cordon made meanwhile is seen (and kept).
@@ -262,6 +265,7 @@ async fn run_reboot<H: Host>(
                 return fail(RebootStage::Drain, reason);
             }
         };
+        sent = Some(jiff::Timestamp::now());
         if let Err(reason) = host.reboot(instance).await {
             let note = match finish(&nodes, node, false).await {
                 Ok(()) => format!("reboot command refused: {reason}; uncordoned"),
@@ -272,7 +276,7 @@ async fn run_reboot<H: Host>(
         }
         events.publish(regarding(), Reason::Rebooting, format!("rebooting after evicting {evicted} pod(s)")).await;
     }
-    if let Err(reason) = wait_back(&nodes, host, instance, &node.name, &before, options).await {
+    if let Err(reason) = wait_back(&nodes, host, instance, (&node.name, &before, sent), options).await {
         events
             .publish(
                 regarding(),
@@ -290,21 +294,31 @@ async fn run_reboot<H: Host>(
 }
 
 /// Waits until the node answers with a boot id other than `before` and its
-/// Node is Ready.
+/// Node is Ready with a heartbeat newer than `sent` (the reboot command):
+/// a Ready condition left from before the reboot, when the node comes back
+/// before the node lifecycle controller marked it NotReady, does not count.
+/// Without `sent` (a reboot an earlier round sent), the moment the new boot
+/// is first seen stands in.
 async fn wait_back<H: Host>(
     nodes: &Api<Node>,
     host: &H,
     instance: &Instance,
-    name: &str,
-    before: &str,
+    (name, before, sent): (&str, &str, Option<jiff::Timestamp>),
     options: RolloutOptions,
 ) -> Result<(), String> {
     let deadline = Instant::now() + options.reboot_timeout;
+    let mut since = sent;
     loop {
         let last = match host.boot_id(instance).await {
             Ok(now) if now != before => match nodes.get_opt(name).await {
-                Ok(Some(n)) if node_obs(&n).ready => return Ok(()),
-                Ok(Some(_)) => "it answers over SSH but its Node is not Ready".to_owned(),
+                Ok(Some(n)) => {
+                    let since = *since.get_or_insert_with(jiff::Timestamp::now);
+                    match super::join::ready_heartbeat(&n) {
+                        Some((true, Some(beat))) if beat > since => return Ok(()),
+                        Some((true, _)) => "its Node's Ready condition is from before the reboot".to_owned(),
+                        _ => "it answers over SSH but its Node is not Ready".to_owned(),
+                    }
+                }
                 Ok(None) => format!("its Node {name} is gone"),
                 Err(e) => format!("cannot read its Node: {}", api_error(&e)),
             },

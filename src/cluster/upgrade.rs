@@ -23,15 +23,14 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::Api;
 use serde::Serialize;
-use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::apply::api_error;
 use super::drain::{DrainOptions, drain};
 use super::events::{Events, Reason, Regarding};
-use super::join::{JoinOptions, patch, ready};
+use super::join::{JoinOptions, cordon, finish, ready};
 use super::observe::node_obs;
-use super::{CORDONED_ANNOTATION, NodeObs, UPGRADING_ANNOTATION};
+use super::{NodeObs, UPGRADING_ANNOTATION};
 use crate::desired::model::Instance;
 use crate::engine::{self, NodeContext};
 use crate::lifecycle::{Mode, VERSION_ANNOTATION};
@@ -54,6 +53,12 @@ pub enum UpgradeStage {
 }
 
 impl UpgradeStage {
+    /// Whether a failure here leaves the node cordoned (holding its slot):
+    /// a failed cordon changed nothing, a failed drain is undone.
+    pub fn leaves_node_out(self) -> bool {
+        !matches!(self, UpgradeStage::Cordon | UpgradeStage::Drain)
+    }
+
     /// The stage in words.
     pub fn name(self) -> &'static str {
         match self {
@@ -162,7 +167,7 @@ pub async fn rollout(r: &Rollout<'_>, mut candidates: Vec<Candidate<'_>>) -> Vec
         }
         let Some(report) = running.next().await else { break };
         if let UpgradeResult::Failed { stage, .. } = &report.result
-            && *stage != UpgradeStage::Drain
+            && stage.leaves_node_out()
         {
             stopped.get_or_insert_with(|| format!("the upgrade rollout stopped: node {} is not back", report.node));
         }
@@ -240,25 +245,13 @@ async fn run(r: &Rollout<'_>, c: &Candidate<'_>) -> UpgradeResult {
         Ok(n) => node_obs(&n),
         Err(e) => return fail(UpgradeStage::Cordon, format!("cannot read the Node: {}", api_error(&e))),
     };
-    if !marked(&fresh) {
-        let mut annotations = json!({ UPGRADING_ANNOTATION: version(c) });
-        if !fresh.unschedulable {
-            annotations[CORDONED_ANNOTATION] = json!("true");
+    match cordon(&nodes, name, Some((UPGRADING_ANNOTATION, &version(c)))).await {
+        Ok(true) => {
+            let note = format!("cordoned to upgrade to {}", version(c));
+            r.events.publish(Regarding::Node(name, &c.node.uid), Reason::Upgrading, note).await;
         }
-        let body = json!({
-            "metadata": { "resourceVersion": fresh.resource_version, "annotations": annotations },
-            "spec": { "unschedulable": true },
-        });
-        if let Err(e) = patch(&nodes, name, &body).await {
-            return fail(UpgradeStage::Cordon, format!("cannot cordon: {e}"));
-        }
-        r.events
-            .publish(
-                Regarding::Node(name, &c.node.uid),
-                Reason::Upgrading,
-                format!("cordoned to upgrade to {}", version(c)),
-            )
-            .await;
+        Ok(false) => {}
+        Err(e) => return fail(UpgradeStage::Cordon, format!("cannot cordon: {e}")),
     }
     let evicted = match drain(r.client, r.events, (name, &c.node.uid), r.drain).await {
         Ok(n) => n,
@@ -288,19 +281,4 @@ async fn run(r: &Rollout<'_>, c: &Candidate<'_>) -> UpgradeResult {
         return fail(UpgradeStage::Finish, e);
     }
     UpgradeResult::Upgraded { evicted, operations }
-}
-
-/// Removes the marker and winfleet's cordon; with `version`, sets the
-/// version annotation in the same write.
-async fn finish(nodes: &Api<Node>, name: &str, version: Option<&str>) -> Result<(), String> {
-    let node = nodes.get(name).await.map(|n| node_obs(&n)).map_err(|e| api_error(&e))?;
-    let mut annotations = json!({ UPGRADING_ANNOTATION: null, CORDONED_ANNOTATION: null });
-    if let Some(v) = version {
-        annotations[VERSION_ANNOTATION] = json!(v);
-    }
-    let mut body = json!({ "metadata": { "resourceVersion": node.resource_version, "annotations": annotations } });
-    if node.annotations.contains_key(CORDONED_ANNOTATION) {
-        body["spec"] = json!({ "unschedulable": false });
-    }
-    patch(nodes, name, &body).await.map(drop)
 }

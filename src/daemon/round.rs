@@ -443,7 +443,8 @@ impl Daemon {
     /// Back-off per node and the metrics of a round; (changed, failed).
     fn after_round(&self, report: &RoundReport, kind: RoundKind, schedule: &mut Schedule) -> (usize, usize) {
         let now = Instant::now();
-        for (address, outcome) in node_outcomes(report) {
+        let warn = self.applied.as_ref().is_some_and(|a| a.desired.fleet.drift_mode == DriftMode::Warn);
+        for (address, outcome) in node_outcomes(report, kind == RoundKind::Drift, warn) {
             schedule.node_done(address, outcome, now);
         }
         let processed = report.nodes.iter().filter(|n| !matches!(n.result, NodeResult::Pending));

@@ -12,11 +12,9 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::trigger::Trigger;
-use crate::cluster::join::JoinResult;
-use crate::cluster::rollout::{RebootResult, RebootStage};
-use crate::cluster::upgrade::{UpgradeResult, UpgradeStage};
-use crate::engine::report::NodeResult;
 use crate::reconcile::report::RoundReport;
+use crate::status::model::ErrorClass;
+use crate::status::verdict::{self, Context};
 
 /// First retry delay after a transient node failure.
 pub const BACKOFF_BASE: Duration = Duration::from_secs(10);
@@ -218,51 +216,28 @@ impl Schedule {
     }
 }
 
-/// How each node of a round ended, for its back-off: its own round (SSH
-/// or an operation failed: transient), then its safe reboot, which decides
-/// when there is one (a blocked drain or a reboot not started: waiting;
-/// any other reboot failure: transient). Nodes not processed are absent.
-pub fn node_outcomes(report: &RoundReport) -> BTreeMap<&str, NodeOutcome> {
-    let mut outcomes = BTreeMap::new();
-    for node in &report.nodes {
-        let outcome = match &node.result {
-            NodeResult::Pending => continue,
-            _ if node.failed() => NodeOutcome::Transient,
-            _ => NodeOutcome::Succeeded,
-        };
-        outcomes.insert(node.address.as_str(), outcome);
+/// How each node of a round ended, for its back-off. The node's status
+/// verdict is the one classification ([`crate::status::verdict::instance`]):
+/// its error class decides (transient: back-off with jitter; waiting: the
+/// set delay; invalid, or no error: nothing to retry until a new revision
+/// or the next drift check). Nodes the round says nothing new about are
+/// absent.
+pub fn node_outcomes(report: &RoundReport, drift_check: bool, warn: bool) -> BTreeMap<&str, NodeOutcome> {
+    let ctx = Context { round: report, drift_check, warn, at_revision: true };
+    report
+        .nodes
+        .iter()
+        .filter_map(|node| Some((node.address.as_str(), outcome(verdict::instance(node, ctx)?.class))))
+        .collect()
+}
+
+/// The schedule's reading of a status error class.
+pub fn outcome(class: Option<ErrorClass>) -> NodeOutcome {
+    match class {
+        Some(ErrorClass::Transient) => NodeOutcome::Transient,
+        Some(ErrorClass::Waiting) => NodeOutcome::Waiting,
+        Some(ErrorClass::Invalid) | None => NodeOutcome::Succeeded,
     }
-    for reboot in report.cluster.iter().flat_map(|c| &c.reboots) {
-        let outcome = match &reboot.result {
-            RebootResult::Rebooted { .. } => continue,
-            RebootResult::NotStarted { .. } | RebootResult::Failed { stage: RebootStage::Drain, .. } => {
-                NodeOutcome::Waiting
-            }
-            RebootResult::Failed { .. } => NodeOutcome::Transient,
-        };
-        if !reboot.address.is_empty() {
-            outcomes.insert(reboot.address.as_str(), outcome);
-        }
-    }
-    for upgrade in report.cluster.iter().flat_map(|c| &c.upgrades) {
-        let outcome = match &upgrade.result {
-            UpgradeResult::Upgraded { .. } | UpgradeResult::Planned { .. } => continue,
-            UpgradeResult::NotStarted { .. } | UpgradeResult::Failed { stage: UpgradeStage::Drain, .. } => {
-                NodeOutcome::Waiting
-            }
-            UpgradeResult::Failed { .. } => NodeOutcome::Transient,
-        };
-        outcomes.insert(upgrade.address.as_str(), outcome);
-    }
-    for join in report.cluster.iter().flat_map(|c| &c.joins) {
-        let outcome = match &join.result {
-            JoinResult::Joined | JoinResult::Planned { .. } => continue,
-            JoinResult::NotStarted { .. } => NodeOutcome::Waiting,
-            JoinResult::Failed { .. } => NodeOutcome::Transient,
-        };
-        outcomes.insert(join.address.as_str(), outcome);
-    }
-    outcomes
 }
 
 /// `now + delay`, saturating (a drift interval of centuries must not panic).
@@ -374,43 +349,173 @@ mod tests {
         assert!(s.next_wake(now) > now);
     }
 
+    /// Every outcome kind: what status says (reason, class) and what the
+    /// schedule does agree, including the three cases where they once
+    /// disagreed (a failed Node-metadata write, an unreadable cluster with
+    /// a reboot owed, a reboot not started).
     #[test]
-    fn a_nodes_reboot_decides_its_outcome_and_pending_nodes_have_none() {
-        use crate::cluster::rollout::RebootReport;
-        use crate::engine::report::{NodeReport, Stage};
-        use crate::reconcile::report::ClusterReport;
-        let done = |a: &str| NodeReport {
-            result: NodeResult::Done { operations: Vec::new(), in_sync: 1, reboot_required: true },
-            ..NodeReport::new(a)
+    fn status_and_schedule_agree_on_every_outcome_kind() {
+        use crate::cluster::join::{JoinReport, JoinResult, JoinStep};
+        use crate::cluster::rollout::{RebootReport, RebootResult, RebootStage};
+        use crate::cluster::upgrade::{UpgradeReport, UpgradeResult, UpgradeStage};
+        use crate::engine::report::{NodeReport, NodeResult, Stage};
+        use crate::lifecycle::Mode;
+        use crate::node::outcome::Outcome;
+        use crate::reconcile::report::{ClusterReport, NodeMetadataReport};
+        use NodeOutcome::{Succeeded, Transient, Waiting};
+        const A: &str = "10.0.0.1";
+        let done = |reboot_required| NodeReport {
+            result: NodeResult::Done { operations: Vec::new(), in_sync: 1, reboot_required },
+            ..NodeReport::new(A)
         };
-        let reboot = |a: &str, result| RebootReport { node: format!("win-{a}"), address: a.into(), result };
-        let failed = NodeReport {
-            result: NodeResult::Failed { stage: Stage::Observe, reason: "x".into() },
-            ..NodeReport::new("4")
+        let failed =
+            |stage| NodeReport { result: NodeResult::Failed { stage, reason: "x".into() }, ..NodeReport::new(A) };
+        let lifecycle = |mode| {
+            let mut n = done(false);
+            n.lifecycle = Some(crate::engine::report::LifecycleReport {
+                mode,
+                version: "b".into(),
+                waiting: Vec::new(),
+                error: None,
+                uploaded_bytes: 0,
+            });
+            n
         };
-        let report = RoundReport {
-            dry_run: false,
-            nodes: vec![done("1"), done("2"), done("3"), failed, NodeReport::new("5"), done("6")],
-            cluster: Some(ClusterReport {
-                reboots: vec![
-                    reboot("1", RebootResult::Failed { stage: RebootStage::Drain, reason: "pdb".into() }),
-                    reboot("2", RebootResult::Failed { stage: RebootStage::WaitBack, reason: "gone".into() }),
-                    reboot("3", RebootResult::NotStarted { reason: String::new() }),
-                    reboot("6", RebootResult::Rebooted { evicted: 0, resumed: false }),
-                    reboot("", RebootResult::NotStarted { reason: "orphan".into() }),
-                ],
-                ..ClusterReport::default()
-            }),
+        let reboot = |result| ClusterReport {
+            reboots: vec![RebootReport { node: "win-1".into(), address: A.into(), result }],
+            ..ClusterReport::default()
         };
-        let outcomes = node_outcomes(&report);
-        let expected = BTreeMap::from([
-            ("1", NodeOutcome::Waiting),
-            ("2", NodeOutcome::Transient),
-            ("3", NodeOutcome::Waiting),
-            ("4", NodeOutcome::Transient),
-            ("6", NodeOutcome::Succeeded),
-        ]);
-        assert_eq!(outcomes, expected);
+        let upgrade = |result| ClusterReport {
+            upgrades: vec![UpgradeReport {
+                node: "win-1".into(),
+                address: A.into(),
+                from: "a".into(),
+                to: "b".into(),
+                result,
+            }],
+            ..ClusterReport::default()
+        };
+        let join = |result| ClusterReport {
+            joins: vec![JoinReport { address: A.into(), node: None, result, services: None }],
+            ..ClusterReport::default()
+        };
+        let metadata_failed = ClusterReport {
+            associated: BTreeMap::from([(A.to_owned(), "win-1".to_owned())]),
+            nodes: vec![NodeMetadataReport {
+                node: "win-1".into(),
+                instance: A.into(),
+                changes: Vec::new(),
+                outcome: Some(Outcome::Failed("conflict".into())),
+            }],
+            ..ClusterReport::default()
+        };
+        let unreadable = ClusterReport { error: Some("503".into()), ..ClusterReport::default() };
+        let drain = |reason: &str| RebootResult::Failed { stage: RebootStage::Drain, reason: reason.into() };
+        type Status<'a> = Option<(&'a str, Option<ErrorClass>)>;
+        type Row<'a> = (&'a str, NodeReport, Option<ClusterReport>, Status<'a>, Option<NodeOutcome>);
+        let rows: Vec<Row<'_>> = vec![
+            ("pending", NodeReport::new(A), None, None, None),
+            ("in sync", done(false), Some(ClusterReport::default()), Some(("InSync", None)), Some(Succeeded)),
+            (
+                "observe failed",
+                failed(Stage::Observe),
+                None,
+                Some(("ObserveFailed", Some(ErrorClass::Transient))),
+                Some(Transient),
+            ),
+            (
+                "upload failed",
+                failed(Stage::Upload),
+                None,
+                Some(("UploadFailed", Some(ErrorClass::Transient))),
+                Some(Transient),
+            ),
+            (
+                "metadata write failed",
+                done(false),
+                Some(metadata_failed),
+                Some(("NodeUpdateFailed", Some(ErrorClass::Transient))),
+                Some(Transient),
+            ),
+            (
+                "cluster unreadable, reboot owed",
+                done(true),
+                Some(unreadable),
+                Some(("ClusterUnavailable", Some(ErrorClass::Transient))),
+                Some(Transient),
+            ),
+            (
+                "reboot not started",
+                done(true),
+                Some(reboot(RebootResult::NotStarted { reason: String::new() })),
+                Some(("WaitingForRolloutSlot", Some(ErrorClass::Waiting))),
+                Some(Waiting),
+            ),
+            (
+                "drain blocked",
+                done(true),
+                Some(reboot(drain("pdb"))),
+                Some(("DrainBlocked", Some(ErrorClass::Waiting))),
+                Some(Waiting),
+            ),
+            (
+                "not back",
+                done(true),
+                Some(reboot(RebootResult::Failed { stage: RebootStage::WaitBack, reason: "gone".into() })),
+                Some(("NodeNotBack", Some(ErrorClass::Transient))),
+                Some(Transient),
+            ),
+            (
+                "rebooted",
+                done(true),
+                Some(reboot(RebootResult::Rebooted { evicted: 0, resumed: false })),
+                Some(("InSync", None)),
+                Some(Succeeded),
+            ),
+            (
+                "join failed",
+                lifecycle(Mode::Join),
+                Some(join(JoinResult::Failed { step: JoinStep::Register, reason: "x".into() })),
+                Some(("JoinFailed", Some(ErrorClass::Transient))),
+                Some(Transient),
+            ),
+            (
+                "join not started",
+                lifecycle(Mode::Join),
+                Some(join(JoinResult::NotStarted { reason: "x".into() })),
+                Some(("Configuring", Some(ErrorClass::Waiting))),
+                Some(Waiting),
+            ),
+            ("joined", lifecycle(Mode::Join), Some(join(JoinResult::Joined)), Some(("Joined", None)), Some(Succeeded)),
+            (
+                "upgrade not started",
+                lifecycle(Mode::UpgradePending),
+                Some(upgrade(UpgradeResult::NotStarted { reason: "x".into() })),
+                Some(("WaitingForRolloutSlot", Some(ErrorClass::Waiting))),
+                Some(Waiting),
+            ),
+            (
+                "upgrade drain failed",
+                lifecycle(Mode::UpgradePending),
+                Some(upgrade(UpgradeResult::Failed { stage: UpgradeStage::Drain, reason: "pdb".into() })),
+                Some(("DrainBlocked", Some(ErrorClass::Waiting))),
+                Some(Waiting),
+            ),
+            (
+                "upgrade failed",
+                lifecycle(Mode::UpgradePending),
+                Some(upgrade(UpgradeResult::Failed { stage: UpgradeStage::Ready, reason: "x".into() })),
+                Some(("UpgradeFailed", Some(ErrorClass::Transient))),
+                Some(Transient),
+            ),
+        ];
+        for (name, node, cluster, status, schedule) in rows {
+            let report = RoundReport { dry_run: false, nodes: vec![node], cluster };
+            let ctx = Context { round: &report, drift_check: false, warn: false, at_revision: true };
+            let verdict = verdict::instance(&report.nodes[0], ctx);
+            assert_eq!(verdict.as_ref().map(|v| (v.reason, v.class)), status, "{name}: status");
+            assert_eq!(node_outcomes(&report, false, false).get(A).copied(), schedule, "{name}: schedule");
+        }
     }
 
     #[test]

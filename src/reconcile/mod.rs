@@ -33,7 +33,7 @@ use crate::cluster::events::{Events, Reason, Regarding};
 use crate::cluster::join::{self, JoinOptions};
 use crate::cluster::keys;
 use crate::cluster::material;
-use crate::cluster::upgrade::{self, UpgradeResult, UpgradeStage};
+use crate::cluster::upgrade::{self, UpgradeResult};
 use crate::lifecycle::PayloadState;
 use tokio_util::sync::CancellationToken;
 
@@ -238,7 +238,7 @@ pub async fn round<H: Host>(
             still_disrupted = report
                 .upgrades
                 .iter()
-                .filter(|u| matches!(&u.result, UpgradeResult::Failed { stage, .. } if *stage != UpgradeStage::Drain))
+                .filter(|u| matches!(&u.result, UpgradeResult::Failed { stage, .. } if stage.leaves_node_out()))
                 .map(|u| u.node.clone())
                 .collect();
         }

@@ -253,9 +253,12 @@ fn lifecycle(
                 format!("configure stopped at {}: {reason}; the next round goes on from there", step.name()),
                 ErrorClass::Transient,
             ),
-            JoinResult::NotStarted { reason } => {
-                Verdict::new(InstancePhase::Progressing, "Configuring", format!("join not started: {reason}"))
-            }
+            JoinResult::NotStarted { reason } => Verdict::error(
+                InstancePhase::Progressing,
+                "Configuring",
+                format!("join not started: {reason}"),
+                ErrorClass::Waiting,
+            ),
             JoinResult::Planned { steps } => Verdict::new(
                 InstancePhase::Progressing,
                 "ConfigurePlanned",
@@ -293,9 +296,12 @@ fn upgraded(address: &str, report: &LifecycleReport, cluster: Option<&ClusterRep
             ErrorClass::Transient,
         )
         .stalled(),
-        Some(UpgradeResult::NotStarted { reason }) => {
-            Verdict::new(InstancePhase::Progressing, "WaitingForRolloutSlot", format!("upgrade not started: {reason}"))
-        }
+        Some(UpgradeResult::NotStarted { reason }) => Verdict::error(
+            InstancePhase::Progressing,
+            "WaitingForRolloutSlot",
+            format!("upgrade not started: {reason}"),
+            ErrorClass::Waiting,
+        ),
         Some(UpgradeResult::Planned { operations }) => Verdict::new(
             InstancePhase::Progressing,
             "UpgradePlanned",
@@ -335,7 +341,8 @@ fn rebooted(reboot: &RebootReport) -> Verdict<InstancePhase> {
         RebootResult::Rebooted { .. } => Verdict::new(InstancePhase::Ready, "InSync", ""),
         RebootResult::NotStarted { reason } => {
             let why = if reason.is_empty() { "waiting for a rollout slot (maxUnavailable)" } else { reason };
-            Verdict::new(InstancePhase::Progressing, "WaitingForRolloutSlot", format!("safe reboot not started: {why}"))
+            let message = format!("safe reboot not started: {why}");
+            Verdict::error(InstancePhase::Progressing, "WaitingForRolloutSlot", message, ErrorClass::Waiting)
         }
         // A drain that cannot finish was undone (uncordoned): the reboot
         // stays owed and is tried again after the set delay.
