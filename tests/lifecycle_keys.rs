@@ -27,7 +27,16 @@ const NAMES: [&str; 4] = ["win-k1", "win-k2", "win-k3", "win-k4"];
 /// Two Running Machines of MachineSet `winworker` with Windows Nodes that
 /// trust `old_hash` and are at the desired version.
 fn seed_machines(setup: &Setup, old_hash: &str) {
-    setup.server.seed(fixtures::machine_set("winworker", 2, &[]));
+    setup.server.seed(fixtures::machine_set("winworker", 2, &[("app.kubernetes.io/managed-by", "winfleet")]));
+    // A MachineSet winfleet does not manage: its Machine is never deleted.
+    setup.server.seed(fixtures::machine_set("theirs", 1, &[]));
+    let mut theirs = fixtures::machine("theirs-1", "Running", "127.0.0.251", "win-machine-9");
+    theirs["metadata"]["labels"]["machine.openshift.io/cluster-api-machineset"] = "theirs".into();
+    setup.server.seed(theirs);
+    let mut node = fixtures::node("win-machine-9", &[("InternalIP", "127.0.0.251")], true, &[]);
+    node["metadata"]["annotations"] =
+        serde_json::json!({ HASH: old_hash, "windowsmachineconfig.openshift.io/version": setup.version() });
+    setup.server.seed(node);
     for (i, ip) in [(1, "127.0.0.254"), (2, "127.0.0.253")] {
         let name = format!("win-machine-{i}");
         let mut machine = fixtures::machine(&format!("winworker-{i}"), "Running", ip, &name);
@@ -113,7 +122,8 @@ async fn a_new_fleet_key_updates_hosts_that_accept_it_reports_the_one_that_does_
         .iter()
         .map(|m| m["metadata"]["name"].as_str().unwrap().to_owned())
         .collect();
-    assert_eq!(machines, ["winworker-2"], "one Machine replaced at a time: {text}");
+    assert_eq!(machines, ["theirs-1", "winworker-2"], "one Machine replaced at a time, only winfleet's: {text}");
+    assert!(text.contains("Machine theirs-1 waits: its MachineSet theirs is not managed by winfleet"), "{text}");
     let events = setup.server.list("events.k8s.io/v1", "Event");
     let count = |reason: &str| events.iter().filter(|e| e["reason"] == reason).count();
     assert_eq!(count("PublicKeyUpdated"), 3);
@@ -135,5 +145,5 @@ async fn a_new_fleet_key_updates_hosts_that_accept_it_reports_the_one_that_does_
         "{}",
         next.render_text()
     );
-    assert_eq!(setup.server.list("machine.openshift.io/v1beta1", "Machine").len(), 2, "winworker-2 stays");
+    assert_eq!(setup.server.list("machine.openshift.io/v1beta1", "Machine").len(), 3, "winworker-2 stays");
 }

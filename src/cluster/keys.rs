@@ -11,6 +11,8 @@
 //!   creates a new one that joins with the new key), at most
 //!   `rollout.maxUnavailable` at once counting Machines already going or
 //!   not Running, and never while its MachineSet has an unhealthy Machine.
+//!   Only Machines of MachineSets winfleet manages: winfleet never deletes
+//!   a Machine whose MachineSet something else owns (it says so instead).
 //!
 //! [`plan`] is pure; [`apply`] writes it.
 
@@ -151,7 +153,19 @@ fn machines(inputs: Inputs<'_>, stale: &dyn Fn(&NodeObs) -> bool) -> Vec<KeyRepo
             continue;
         }
         let set = machine.machine_set.as_deref();
-        let result = if let Some(set) = set.filter(|s| sick_sets.contains(s)) {
+        let managed = set
+            .and_then(|s| facts.machine_sets.get(s))
+            .is_some_and(|ms| super::is_managed(ms.pointer("/metadata/labels")));
+        let result = if !managed {
+            KeyResult::MachineWaiting {
+                machine: machine.name.clone(),
+                reason: format!(
+                    "its MachineSet {} is not managed by winfleet: replace the Machine yourself (delete it), or \
+                     put the MachineSet in the repository",
+                    set.unwrap_or("(none)")
+                ),
+            }
+        } else if let Some(set) = set.filter(|s| sick_sets.contains(s)) {
             KeyResult::MachineWaiting {
                 machine: machine.name.clone(),
                 reason: format!("MachineSet {set} has a Machine that is not Running yet"),
@@ -170,6 +184,8 @@ fn machines(inputs: Inputs<'_>, stale: &dyn Fn(&NodeObs) -> bool) -> Vec<KeyRepo
         };
         out.push(KeyReport { node: node.name.clone(), address: machine.name.clone(), result });
     }
+    // Replacements first: they take longest.
+    out.sort_by_key(|k| !matches!(k.result, KeyResult::MachineReplaced { .. }));
     out
 }
 

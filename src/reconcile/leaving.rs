@@ -22,8 +22,11 @@ pub struct Departures {
     /// Nodes to deconfigure.
     pub leaving: Vec<Leaving>,
     /// Why no node is deconfigured this round although some may be
-    /// leaving (an address that did not resolve, the guard).
+    /// leaving (a listed address that did not resolve).
     pub refused: Option<String>,
+    /// Leaving nodes winfleet cannot reach (no InternalIP), with why; the
+    /// others go on.
+    pub unreachable: Vec<(crate::cluster::NodeObs, String)>,
 }
 
 /// The BYOH Nodes no listed instance accounts for: not associated with one,
@@ -63,7 +66,7 @@ pub fn departures(
              from nodes that left",
             unresolved.join(", ")
         );
-        return Departures { leaving: Vec::new(), refused: Some(refused) };
+        return Departures { refused: Some(refused), ..Departures::default() };
     }
     let removal = Arc::new(NodeSpec {
         registries: BTreeMap::new(),
@@ -75,7 +78,7 @@ pub fn departures(
     let mut departures = Departures::default();
     for node in leaving_nodes {
         let Some(ip) = internal_ip(&node.object) else {
-            departures.refused.get_or_insert_with(|| format!("Node {} has no InternalIP to reach it at", node.name));
+            departures.unreachable.push((node.clone(), "the Node has no InternalIP to reach it at".to_owned()));
             continue;
         };
         let instance = Instance {

@@ -214,6 +214,13 @@ pub async fn round<H: Host>(
             (_, true) => deconfigure::preview(pool, &departures.leaving).await,
             (_, false) => deconfigure::deconfigure_all(&teardown, &departures.leaving).await,
         };
+        report.deconfigures.extend(departures.unreachable.into_iter().map(|(node, reason)| {
+            deconfigure::DeconfigureReport {
+                node: node.name,
+                address: String::new(),
+                result: deconfigure::DeconfigureResult::NotStarted { reason },
+            }
+        }));
     }
     let upgrades = lifecycle::upgrade_candidates(&all, &contexts, &nodes, &facts, &associations);
     let mut still_disrupted = Vec::new();

@@ -349,7 +349,10 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
                 if *rebooted { ", rebooted" } else { "" }
             ),
             DeconfigureResult::Failed { stage, reason } => format!("FAILED at {}: {reason}", stage.name()),
-            DeconfigureResult::NotStarted { .. } => "not started".to_owned(),
+            DeconfigureResult::NotStarted { reason } if c.deconfigure_refused.as_ref() == Some(reason) => {
+                "not started (refused, above)".to_owned()
+            }
+            DeconfigureResult::NotStarted { reason } => format!("not started: {reason}"),
             DeconfigureResult::Planned { operations } => {
                 format!("to do: cordon, drain; {}; delete the Node", operations.join("; "))
             }
