@@ -69,7 +69,11 @@ fn schemas_and_types_accept_exactly_the_same_documents() {
                 let by_schema = schema::validate(kind, doc).is_empty();
                 let by_type = type_check(kind, doc);
                 checked += 1;
-                if by_schema != by_type.is_ok() {
+                // JSON Schema counts 22.0 as an integer; the types (like
+                // Kubernetes) refuse a decimal where a whole number goes, and
+                // say so plainly. The one intended difference.
+                let decimal = matches!(&by_type, Err((_, m)) if m.contains("is a decimal number"));
+                if by_schema != by_type.is_ok() && !(by_schema && decimal) {
                     failures.push(format!(
                         "{}/{} document {i}: schema says {}, types say {:?}",
                         root.display(),

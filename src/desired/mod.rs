@@ -268,8 +268,36 @@ pub fn typed_parse<T: DeserializeOwned>(doc: &Value) -> Result<T, (String, Strin
                 serde_path_to_error::Segment::Unknown => None,
             })
             .collect();
-        (pointer, e.into_inner().to_string())
+        (pointer, plain(&e.into_inner().to_string()))
     })
+}
+
+/// serde's type names in words an administrator reads: `expected u16`
+/// becomes the range it stands for, a float is "the decimal number".
+pub(crate) fn plain(message: &str) -> String {
+    let mut out = message.to_owned();
+    for (name, range) in [
+        ("u8", "0 to 255"),
+        ("u16", "0 to 65535"),
+        ("u32", "0 to 4294967295"),
+        ("u64", "0 to 18446744073709551615"),
+        ("i32", "-2147483648 to 2147483647"),
+        ("i64", "-9223372036854775808 to 9223372036854775807"),
+    ] {
+        for end in ["", ")"] {
+            let from = format!("expected {name}{end}");
+            if out.ends_with(&from) {
+                let to = format!("expected a whole number from {range}{end}");
+                out = format!("{}{to}", &out[..out.len() - from.len()]);
+            }
+        }
+    }
+    if let Some((number, tail)) =
+        out.strip_prefix("invalid type: floating point `").and_then(|rest| rest.split_once('`'))
+    {
+        out = format!("{number} is a decimal number{}", tail.replacen(", expected", "; expected", 1));
+    }
+    out
 }
 
 fn locate_all(snapshot: &Snapshot, diagnostics: &mut [Diagnostic]) {

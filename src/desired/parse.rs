@@ -72,6 +72,16 @@ pub fn parse_distinct<'s>(snapshots: &[&'s Snapshot]) -> Distinct<'s> {
 fn parse_file(file: &SourceFile) -> FileDocuments {
     match std::str::from_utf8(&file.bytes) {
         Ok(text) => yaml::parse_documents(&file.path, text),
-        Err(_) => Err(Diagnostic::at(&file.path, 1, 1, "file is not valid UTF-8")),
+        Err(e) => {
+            let good = &file.bytes[..e.valid_up_to()];
+            let line = good.iter().filter(|b| **b == b'\n').count() + 1;
+            let column = good.len() - good.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1) + 1;
+            let bad = file.bytes.get(e.valid_up_to()).copied().unwrap_or_default();
+            let message = format!(
+                "not valid UTF-8: byte 0x{bad:02X} at offset {} starts no UTF-8 character; save the file as UTF-8",
+                e.valid_up_to()
+            );
+            Err(Diagnostic::at(&file.path, line, column, message))
+        }
     }
 }

@@ -24,8 +24,61 @@ pub fn parse_documents(path: &str, text: &str) -> Result<Vec<Value>, Diagnostic>
         .map(|docs| docs.into_iter().filter(|d| !d.is_null()).collect())
         .map_err(|e| {
             let (line, column) = e.location().map_or((1, 1), |l| (l.line() as usize, l.column() as usize));
-            Diagnostic::at(path, line.max(1), column.max(1), format!("YAML syntax: {}", first_line(&e.to_string())))
+            let message = limit(&e).unwrap_or_else(|| format!("YAML syntax: {}", first_line(&e.to_string())));
+            Diagnostic::at(path, line.max(1), column.max(1), message)
         })
+}
+
+/// A limit of the YAML reader, said plainly: which limit, its value, and
+/// what to do. `None` for any other error.
+fn limit(error: &serde_saphyr::Error) -> Option<String> {
+    use serde_saphyr::Error;
+    use serde_saphyr::budget::BudgetBreach as B;
+    let mut error = error;
+    while let Error::WithSnippet { error: inner, .. } | Error::AliasError { error: inner, .. } = error {
+        error = inner;
+    }
+    let Error::Budget { breach, .. } = error else { return None };
+    let split = "split it into several files";
+    let aliases = "write the values out instead of aliasing them";
+    Some(match breach {
+        B::Nodes { .. } => format!(
+            "YAML limit: more than 250000 values in one file (each use of an alias counts its whole value again); \
+             {split}, or {aliases}"
+        ),
+        B::Events { .. } => format!("YAML limit: more than 1000000 YAML events in one file; {split}"),
+        B::Aliases { .. } => format!("YAML limit: more than 50000 aliases (*name) in one file; {aliases}"),
+        B::AliasAnchorRatio { aliases, anchors } => format!(
+            "YAML limit: {aliases} aliases for {anchors} anchor(s), more than 10 uses per anchor (an alias bomb); \
+             {aliases}",
+            aliases = aliases
+        ),
+        B::Anchors { .. } => format!("YAML limit: more than 50000 anchors (&name) in one file; {split}"),
+        B::Depth { .. } => "YAML limit: nested more than 64 levels deep; flatten the document".to_owned(),
+        B::Documents { .. } => format!("YAML limit: more than 1024 documents (---) in one file; {split}"),
+        B::ScalarBytes { .. } => format!("YAML limit: more than 64 MiB of text in one file; {split}"),
+        B::InputBytes { .. } => format!("YAML limit: the file is larger than 256 MiB; {split}"),
+        B::MergeKeys { .. } => format!("YAML limit: more than 10000 merge keys (<<) in one file; {aliases}"),
+        other => format!("YAML limit: {other:?}; {split}"),
+    })
+}
+
+#[cfg(test)]
+mod limit_tests {
+    use super::parse_documents;
+
+    #[test]
+    fn a_file_over_the_node_limit_says_which_limit_and_what_to_do() {
+        let labels: Vec<String> = (0..130_000).map(|i| format!("k{i}: v")).collect();
+        let text = format!("spec:\n  labels: {{{}}}\n", labels.join(", "));
+        let error = parse_documents("big.yaml", &text).unwrap_err();
+        assert_eq!(
+            error.message,
+            "YAML limit: more than 250000 values in one file (each use of an alias counts its whole value again); \
+             split it into several files, or write the values out instead of aliasing them"
+        );
+        assert_eq!(error.path, "big.yaml");
+    }
 }
 
 /// The first meaningful line of a parser message, without what the

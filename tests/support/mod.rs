@@ -123,6 +123,7 @@ pub fn winfleet(args: &[&str]) -> (i32, String, String) {
 }
 pub mod apiserver;
 pub mod fleet;
+pub mod fuzz;
 pub mod join;
 pub mod kubelet;
 pub mod remote;
