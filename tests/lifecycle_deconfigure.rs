@@ -47,15 +47,16 @@ fn listing(root: &Path) -> BTreeMap<String, String> {
     out
 }
 
-/// Two nodes with the host directories a real node has (containerd's
-/// registries directory, systemd's manager drop-in directory), joined.
+/// Nodes with the host directories a real node has (containerd's
+/// registries directory, systemd's manager drop-in and unit directories),
+/// joined.
 async fn joined(names: &[&str]) -> (Setup, Vec<BTreeMap<String, String>>) {
     let mut setup = setup(names).await;
     fs::write(setup.repo.path().join("mirrors.yaml"), MIRRORS).unwrap();
     setup.reload();
     let mut before = Vec::new();
     for node in &setup.fleet.nodes {
-        for dir in ["certs.d", "systemd"] {
+        for dir in ["certs.d", "systemd", "units"] {
             fs::create_dir_all(node.path(dir)).unwrap();
             let owned = std::process::Command::new("chown")
                 .arg("--reference")
@@ -123,7 +124,7 @@ async fn a_removed_instance_is_deconfigured_back_to_the_listing_it_had_before() 
     setup.options.dry_run = false;
     let text = plan.render_text();
     assert!(text.contains("Deconfigure win-a (127."), "{text}");
-    assert!(text.contains("- service kubelet (winfleet installed it)"), "{text}");
+    assert!(text.contains("- service kubelet (installed for the node)"), "{text}");
     assert!(text.contains("- environment HTTP_PROXY"), "{text}");
     assert!(support::join::node(&setup.server, "win-a")["spec"]["unschedulable"] != true, "the plan writes nothing");
 
@@ -229,4 +230,37 @@ async fn winfleet_killed_mid_deconfigure_is_finished_by_the_next_round_without_r
     let cordons = events.iter().filter(|e| e["reason"] == "Deconfiguring").count();
     assert_eq!(cordons, 1, "cordoned once, across the crash");
     assert_ne!(support::join::node(&setup.server, "win-b")["spec"]["unschedulable"], true);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_wmco_configured_is_adopted_without_a_reinstall_and_deconfigured_by_its_manifest() {
+    let (mut setup, before) = joined(&["win-a", "win-b"]).await;
+    // win-a as WMCO leaves a host: the same files and services, WMCO's
+    // version on the Node, and no install record of winfleet's.
+    let a = &setup.fleet.nodes[0];
+    fs::remove_dir_all(a.path(".winfleet")).unwrap();
+    setup.server.update("v1", "Node", None, "win-a", |n| {
+        n["metadata"]["annotations"]["windowsmachineconfig.openshift.io/version"] = "10.19.0-4f1e0f9".into();
+    });
+    let pids = a.service_pids();
+    let report = round(&setup).await;
+    let text = report.render_text();
+    let joins = &report.cluster.as_ref().unwrap().joins;
+    assert!(joins.len() == 1 && joins[0].result == JoinResult::Joined, "adopted: {text}\n{}", logs(&setup.fleet));
+    assert!(!text.contains("(upload "), "nothing sent again: {text}");
+    assert_eq!(a.service_pids(), pids, "nothing restarted");
+    let node = support::join::node(&setup.server, "win-a");
+    assert_eq!(node["metadata"]["annotations"]["windowsmachineconfig.openshift.io/version"], setup.version().as_str());
+
+    unlist(&mut setup, &[1]);
+    let report = round(&setup).await;
+    let deconfigures = &report.cluster.as_ref().unwrap().deconfigures;
+    assert!(
+        matches!(deconfigures[..], [ref d] if matches!(d.result, DeconfigureResult::Deconfigured { .. })),
+        "{}\n{}",
+        report.render_text(),
+        logs(&setup.fleet)
+    );
+    let a = &setup.fleet.nodes[0];
+    assert_eq!(listing(&a.path("")), before[0], "removed by its manifest and payload, no record needed");
 }

@@ -289,3 +289,28 @@ fn no_repository_or_cluster_value_appears_in_clear() {
         }
     }
 }
+
+/// A Windows host WMCO configured (no install record) leaves: its manifest's
+/// services that are there and its payload files go, and only directories
+/// inside C:\k; C:\Temp and C:\var\log are never removed (decision 10).
+#[test]
+fn a_host_without_a_record_loses_only_what_its_manifest_and_payload_name() {
+    let spec = spec(Shell::Powershell);
+    let lifecycle = spec.lifecycle.as_deref().unwrap().for_deconfigure();
+    let mut facts = facts(Shell::Powershell).lifecycle;
+    facts.dirs = lifecycle.directories.iter().cloned().collect();
+    for file in &lifecycle.files {
+        facts.files.insert(file.path.clone(), FileFact::Present { key: "k".into(), sha256: None });
+    }
+    let plan = plan_lifecycle(&lifecycle, &facts, Context { mode: Mode::Deconfigure, node: None, disrupt: true });
+    let removed: Vec<String> = plan.changes.iter().map(|c| c.operation().headline()).collect();
+    assert!(removed.contains(&"- service containerd (installed for the node)".to_owned()), "{removed:#?}");
+    assert!(!removed.iter().any(|r| r.contains("service kubelet")), "only services that are there: {removed:#?}");
+    assert!(removed.contains(&r"- C:\k\kubelet.exe (installed for the node)".to_owned()), "{removed:#?}");
+    assert!(removed.contains(&r"- C:\k/ (created for the node; kept if not empty)".to_owned()), "{removed:#?}");
+    for shared in [r"C:\Temp", r"C:\var\log", r"C:\var"] {
+        let dir = format!("- {shared}/ ");
+        assert!(!removed.iter().any(|r| r.starts_with(&dir)), "{shared} stays: {removed:#?}");
+    }
+    assert!(!removed.iter().any(|r| r.contains("install record")), "there is none to forget");
+}

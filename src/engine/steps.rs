@@ -23,9 +23,12 @@ use crate::ssh::{Pool, Target};
 pub fn observe_list(spec: &LifecycleSpec, known: &HashCache, context: &NodeContext) -> ObserveList {
     let paths = spec.files.iter().map(|f| &f.path).chain(spec.generated.iter().map(|g| &g.path));
     let files = paths.map(|p| (p.clone(), known.get(p).map(|(key, _)| key.clone()).unwrap_or_default())).collect();
+    // A leaving node runs no pre-script.
+    let leaving = context.mode == Some(Mode::Deconfigure);
     let variables = spec
         .services
         .iter()
+        .filter(|_| !leaving)
         .flat_map(|s| s.pre_scripts.iter().map(move |p| (s, p)))
         .filter_map(|(s, p)| {
             let variable = p.variable.clone()?;

@@ -153,11 +153,17 @@ impl ServiceSpec {
     /// kubelet's certificates: only its `kubelet-*.pem` files go). Recorded
     /// with the service, so a later manifest cannot forget them.
     pub fn state(&self) -> (Vec<String>, Vec<String>) {
+        let (files, cert_dirs) = self.state_refs();
+        (files.into_iter().map(str::to_owned).collect(), cert_dirs.into_iter().map(str::to_owned).collect())
+    }
+
+    /// [`Self::state`] as slices of the command line (for plans that borrow).
+    pub fn state_refs(&self) -> (Vec<&str>, Vec<&str>) {
         let (mut files, mut cert_dirs) = (Vec::new(), Vec::new());
-        let mut words = self.command.split_whitespace().peekable();
+        let mut words = self.command.split_whitespace();
         while let Some(word) = words.next() {
             let (flag, value) = match word.split_once('=') {
-                Some((f, v)) => (f, Some(v.to_owned())),
+                Some((f, v)) => (f, Some(v)),
                 None => (word, None),
             };
             let out = match flag {
@@ -165,8 +171,8 @@ impl ServiceSpec {
                 "--cert-dir" => &mut cert_dirs,
                 _ => continue,
             };
-            let value = value.or_else(|| words.next().map(str::to_owned)).unwrap_or_default();
-            let value = value.trim_matches(['"', '\'']).trim_end_matches(['\\', '/']).to_owned();
+            let value = value.or_else(|| words.next()).unwrap_or_default();
+            let value = value.trim_matches(['"', '\'']).trim_end_matches(['\\', '/']);
             if !value.is_empty() && !out.contains(&value) {
                 out.push(value);
             }

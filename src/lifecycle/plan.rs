@@ -257,10 +257,15 @@ fn stale<'a>(
 
 /// Deconfigure: exactly what the install record holds, services first
 /// (stopped and deleted), then files and the services' own state, then
-/// directories innermost first, then the record. Nothing without a record.
-fn deconfigure<'a>(spec: &LifecycleSpec, facts: &'a LifecycleFacts) -> LifecyclePlan<'a> {
+/// directories innermost first, then the record. A node without a record
+/// (a host WMCO configured) loses what its manifest and payload say it
+/// has, as observed ([`unrecorded`]).
+fn deconfigure<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts) -> LifecyclePlan<'a> {
     let mut plan = LifecyclePlan::default();
-    let Some(record) = facts.record.as_ref() else { return plan };
+    let Some(record) = facts.record.as_ref() else {
+        plan.changes = unrecorded(spec, facts);
+        return plan;
+    };
     plan.changes.extend(record.services.iter().map(|name| LifecycleChange::RemoveService { name }));
     let units = spec.units_dir.as_deref().map(|d| format!("{}/", d.trim_end_matches('/')));
     let unit_of_service = |path: &str| {
@@ -276,6 +281,46 @@ fn deconfigure<'a>(spec: &LifecycleSpec, facts: &'a LifecycleFacts) -> Lifecycle
     plan.changes.extend(record.dirs.iter().rev().map(|path| LifecycleChange::RemoveDir { path }));
     plan.changes.push(LifecycleChange::ForgetRecord);
     plan
+}
+
+/// A host without winfleet's record: WMCO configured it. What WMCO's
+/// cleanup removes, as far as it is there: the manifest's services
+/// (dependents first), the payload and generated files, the kubelet's
+/// credentials, and the directories inside WMCO's own (`C:\k`, or the
+/// posix payload directory) when empty; never the shared ones (decision
+/// 10). Nothing when none of the manifest's services is there.
+fn unrecorded<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts) -> Vec<LifecycleChange<'a>> {
+    let present = |name: &str| facts.services.get(name).is_some_and(|s| s.state != ServiceState::Absent);
+    let services: Vec<&ServiceSpec> = spec.services.iter().rev().filter(|s| present(&s.name)).collect();
+    if services.is_empty() {
+        return Vec::new();
+    }
+    let mut out: Vec<LifecycleChange<'a>> =
+        services.iter().map(|s| LifecycleChange::RemoveService { name: s.name.as_str() }).collect();
+    let there = |path: &str| matches!(facts.files.get(path), Some(super::facts::FileFact::Present { .. }));
+    let paths = spec.files.iter().map(|f| f.path.as_str()).chain(spec.generated.iter().map(|g| g.path.as_str()));
+    out.extend(paths.filter(|p| there(p)).map(|path| LifecycleChange::RemoveFile { path }));
+    for service in &spec.services {
+        let (state, certs) = service.state_refs();
+        out.extend(state.into_iter().map(|path| LifecycleChange::RemoveFile { path }));
+        out.extend(certs.into_iter().map(|dir| LifecycleChange::RemoveCerts { dir }));
+    }
+    // Only WMCO's own directory and what is inside it: the others (the
+    // registries directory, `C:\var\log`, `C:\Temp`) may have been there
+    // before, and a directory winfleet cannot prove was created for the
+    // node stays.
+    let fold = |p: &str| match spec.shell {
+        Shell::Powershell => p.to_lowercase().replace('/', "\\"),
+        Shell::Posix => p.to_owned(),
+    };
+    let own = fold(spec.kube_dir.trim_end_matches(['/', '\\']));
+    let inside = |d: &str| {
+        let d = fold(d);
+        d == own || d.strip_prefix(&own).is_some_and(|rest| rest.starts_with(['/', '\\']))
+    };
+    let dirs = spec.directories.iter().rev().filter(|d| facts.dirs.contains(*d) && inside(d));
+    out.extend(dirs.map(|path| LifecycleChange::RemoveDir { path }));
+    out
 }
 
 struct ServicePlan<'a> {

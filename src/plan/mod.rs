@@ -257,10 +257,10 @@ impl Operation {
             Operation::PinPayload { from: None, to } => format!("+ payload {to} (the files from --payload-dir)"),
             Operation::PinPayload { from: Some(from), to } => format!("~ payload {from} -> {to}"),
             Operation::StopService { name } => format!("■ stop service {name}"),
-            Operation::RemoveService { name } => format!("- service {name} (winfleet installed it)"),
-            Operation::RemoveFile { path } => format!("- {path} (winfleet installed it)"),
+            Operation::RemoveService { name } => format!("- service {name} (installed for the node)"),
+            Operation::RemoveFile { path } => format!("- {path} (installed for the node)"),
             Operation::RemoveCertificates { dir } => format!("- {dir}/kubelet-*.pem (the kubelet's certificates)"),
-            Operation::RemoveDirectory { path } => format!("- {path}/ (winfleet created it; kept if not empty)"),
+            Operation::RemoveDirectory { path } => format!("- {path}/ (created for the node; kept if not empty)"),
             Operation::ForgetRecord => "- install record".to_owned(),
             Operation::StartService { name, why } => format!("▶ start service {name} ({why})"),
         }

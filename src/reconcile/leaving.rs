@@ -31,7 +31,8 @@ pub struct Departures {
 
 /// The BYOH Nodes no listed instance accounts for: not associated with one,
 /// and none of their addresses is a listed address or the IPv4 one
-/// resolves to. When any listed address did not resolve, nobody leaves
+/// resolves to. `runtime` gives the lifecycle as this round runs it (the
+/// payload's files: what a host WMCO configured has). When any listed address did not resolve, nobody leaves
 /// (a DNS failure must not read as a removal).
 pub fn departures(
     desired: &Desired,
@@ -39,6 +40,7 @@ pub fn departures(
     listed: &[&Instance],
     associated: &BTreeSet<String>,
     resolved: &BTreeMap<String, Result<Ipv4Addr, String>>,
+    runtime: impl FnOnce(&LifecycleSpec) -> LifecycleSpec,
 ) -> Departures {
     let Some(spec) = desired.specs.get(&desired.fleet.default_shell) else { return Departures::default() };
     let Some(lifecycle) = spec.lifecycle.as_deref() else { return Departures::default() };
@@ -71,7 +73,7 @@ pub fn departures(
     let removal = Arc::new(NodeSpec {
         registries: BTreeMap::new(),
         environment: BTreeMap::new(),
-        lifecycle: Some(Arc::new(lifecycle.for_deconfigure())),
+        lifecycle: Some(Arc::new(runtime(lifecycle).for_deconfigure())),
         leaving: true,
         ..(**spec).clone()
     });
@@ -121,18 +123,12 @@ pub fn guard(listed: usize, leaving: usize, max_percent: u32) -> Option<String> 
 }
 
 impl LifecycleSpec {
-    /// The spec a leaving node is deconfigured with: the directories
-    /// winfleet uses, nothing to install, never blocked (removal needs no
-    /// payload and no cluster material).
+    /// The spec a leaving node is deconfigured with: never blocked (removal
+    /// needs no payload and no cluster material). Its files, directories
+    /// and services are observed, not installed: they say what to remove
+    /// from a host WMCO configured, which has no install record.
     pub fn for_deconfigure(&self) -> LifecycleSpec {
-        LifecycleSpec {
-            files: Vec::new(),
-            generated: Vec::new(),
-            directories: Vec::new(),
-            services: Vec::new(),
-            blocked: None,
-            ..self.clone()
-        }
+        LifecycleSpec { blocked: None, ..self.clone() }
     }
 }
 

@@ -196,7 +196,8 @@ pub async fn round<H: Host>(
     };
     if lifecycle_on && options.whole_fleet {
         let associated: BTreeSet<String> = associations.values().filter_map(|a| a.node().map(str::to_owned)).collect();
-        let departures = leaving::departures(desired, &facts, byoh, &associated, &resolved);
+        let runtime = |l: &crate::lifecycle::LifecycleSpec| l.at_runtime(&options.payload, material.as_ref());
+        let departures = leaving::departures(desired, &facts, byoh, &associated, &resolved, runtime);
         let guard = leaving::guard(byoh.len(), departures.leaving.len(), desired.fleet.max_removal_percent);
         report.deconfigure_refused = guard.or(departures.refused);
         let teardown = deconfigure::Teardown {
