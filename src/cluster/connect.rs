@@ -4,8 +4,15 @@
 
 use std::path::{Path, PathBuf};
 
+use std::time::Duration;
+
+use http::{Method, Request, Response};
 use kube::Client;
+use kube::client::retry::RetryPolicy;
+use kube::client::{Body, ClientBuilder};
 use kube::config::{Config, KubeConfigOptions, Kubeconfig};
+use tower::buffer::BufferLayer;
+use tower::retry::{Policy, RetryLayer};
 
 /// Where the cluster is, as the command line says it.
 #[derive(Clone, Debug, Default)]
@@ -51,22 +58,68 @@ pub async fn connect(config: &ClusterConfig) -> Result<Option<Cluster>, ConnectE
     let options = KubeConfigOptions { context: config.context.clone(), ..KubeConfigOptions::default() };
     let kube_config = if let Some(path) = &config.kubeconfig {
         Some(from_file(path, &options).await?)
-    } else if let Some(path) = default_kubeconfig() {
-        Some(from_file(&path, &options).await?)
+    } else if let Some(kubeconfig) = default_kubeconfig()? {
+        let error = |e: kube::config::KubeconfigError| ConnectError::Kubeconfig {
+            path: "the default kubeconfig (KUBECONFIG or ~/.kube/config)".into(),
+            reason: e.to_string(),
+        };
+        Some(Config::from_custom_kubeconfig(kubeconfig, &options).await.map_err(error)?)
     } else if std::env::var_os("KUBERNETES_SERVICE_HOST").is_some() {
         Some(Config::incluster().map_err(|e| ConnectError::InCluster(e.to_string()))?)
     } else {
         None
     };
     let Some(mut kube_config) = kube_config else { return Ok(None) };
-    // kube retries 429 by itself (up to 15 times, backing off towards
-    // minutes): a PodDisruptionBudget's 429 on an eviction must reach the
-    // drain, which retries, reports and honours its own timeout. winfleet
-    // retries on its own terms everywhere (drain loop, next round).
+    // kube's own retry covers every verb (up to 15 times, backing off
+    // towards minutes): a PodDisruptionBudget's 429 on an eviction must
+    // reach the drain, which retries, reports and honours its own timeout,
+    // and a write is retried on winfleet's terms (re-read, conditional).
+    // Reads and watches are retried here instead: bounded, with jitter,
+    // honouring Retry-After.
     kube_config.default_retry = false;
     let url = kube_config.cluster_url.to_string();
-    let client = Client::try_from(kube_config).map_err(|e| ConnectError::Client(e.to_string()))?;
+    let builder = ClientBuilder::try_from(kube_config).map_err(|e| ConnectError::Client(e.to_string()))?;
+    // kube's service stack is not Clone; a buffer in front makes it so.
+    let client = builder.with_layer(&BufferLayer::new(1024)).with_layer(&RetryLayer::new(ReadsOnly::new())).build();
     Ok(Some(Cluster { client, url }))
+}
+
+/// kube's retry policy (429, 503, 504; exponential back-off with jitter;
+/// `Retry-After` honoured) for GET requests only: gets, lists and watches.
+#[derive(Clone)]
+struct ReadsOnly(RetryPolicy);
+
+impl ReadsOnly {
+    fn new() -> Self {
+        // At most 5 retries, 200 ms growing to 10 s: a round is not held up
+        // for long by an API server that stays unavailable.
+        match RetryPolicy::new(Duration::from_millis(200), Duration::from_secs(10), 5, true) {
+            Ok(policy) => Self(policy),
+            Err(_) => Self(RetryPolicy::default()),
+        }
+    }
+}
+
+impl<Res> Policy<Request<Body>, Response<Res>, tower::BoxError> for ReadsOnly {
+    type Future = tokio::time::Sleep;
+
+    fn retry(
+        &mut self,
+        req: &mut Request<Body>,
+        result: &mut Result<Response<Res>, tower::BoxError>,
+    ) -> Option<Self::Future> {
+        if req.method() != Method::GET {
+            return None;
+        }
+        self.0.retry(req, result)
+    }
+
+    fn clone_request(&mut self, req: &Request<Body>) -> Option<Request<Body>> {
+        if req.method() != Method::GET {
+            return None;
+        }
+        <RetryPolicy as Policy<Request<Body>, Response<Res>, tower::BoxError>>::clone_request(&mut self.0, req)
+    }
 }
 
 async fn from_file(path: &Path, options: &KubeConfigOptions) -> Result<Config, ConnectError> {
@@ -75,12 +128,19 @@ async fn from_file(path: &Path, options: &KubeConfigOptions) -> Result<Config, C
     Config::from_custom_kubeconfig(kubeconfig, options).await.map_err(|e| error(e.to_string()))
 }
 
-/// `KUBECONFIG` (its first entry) or `~/.kube/config`, when it exists.
-fn default_kubeconfig() -> Option<PathBuf> {
-    if let Some(list) = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty()) {
-        return std::env::split_paths(&list).next();
+/// Every entry of `KUBECONFIG` merged as kubectl merges them (the first
+/// file to set a value wins), or `~/.kube/config`, when there is one.
+fn default_kubeconfig() -> Result<Option<Kubeconfig>, ConnectError> {
+    let error = |reason: String| ConnectError::Kubeconfig { path: "KUBECONFIG".into(), reason };
+    if let Some(merged) = Kubeconfig::from_env().map_err(|e| error(e.to_string()))? {
+        return Ok(Some(merged));
     }
-    let home = std::env::var_os("HOME")?;
+    let Some(home) = std::env::var_os("HOME") else { return Ok(None) };
     let path = PathBuf::from(home).join(".kube").join("config");
-    path.is_file().then_some(path)
+    if !path.is_file() {
+        return Ok(None);
+    }
+    Kubeconfig::read_from(&path)
+        .map(Some)
+        .map_err(|e| ConnectError::Kubeconfig { path: path.display().to_string(), reason: e.to_string() })
 }

@@ -183,7 +183,46 @@ fn helper_opts(res: &'static resources::Resource, namespace: Option<&str>, manag
     }
 }
 
+/// A fault the server answers with instead of serving a request: for the
+/// next `times` requests whose method and path match, `status` (with
+/// `Retry-After` when given).
+#[derive(Clone, Debug)]
+pub struct Fault {
+    pub method: String,
+    pub path_contains: String,
+    pub status: u16,
+    pub retry_after: Option<u64>,
+    pub times: usize,
+}
+
 impl ApiServer {
+    /// Answers the next `times` requests with `method` whose path contains
+    /// `path_contains` with `status` (and `Retry-After`).
+    pub fn fail(&self, method: &str, path_contains: &str, status: u16, retry_after: Option<u64>, times: usize) {
+        self.lock().faults.push(Fault {
+            method: method.to_owned(),
+            path_contains: path_contains.to_owned(),
+            status,
+            retry_after,
+            times,
+        });
+    }
+
+    /// The faults served so far: (method, path, status).
+    pub fn faults_served(&self) -> Vec<(String, String, u16)> {
+        self.lock().faults_served.clone()
+    }
+
+    /// The fault to serve for a request, if any (consumes one).
+    pub(crate) fn take_fault(&self, method: &str, path: &str) -> Option<Fault> {
+        let mut st = self.lock();
+        let i = st.faults.iter().position(|f| f.times > 0 && f.method == method && path.contains(&f.path_contains))?;
+        st.faults[i].times -= 1;
+        let fault = st.faults[i].clone();
+        st.faults_served.push((method.to_owned(), path.to_owned(), fault.status));
+        Some(fault)
+    }
+
     pub fn new() -> Self {
         Self { state: Arc::new(Mutex::new(State::new())) }
     }

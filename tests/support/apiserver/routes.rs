@@ -37,6 +37,17 @@ fn error_response(e: &ApiError) -> Response {
 
 async fn handle(State(server): State<ApiServer>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
+    if let Some(fault) = server.take_fault(parts.method.as_str(), parts.uri.path()) {
+        let body = json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": format!("injected fault {}", fault.status), "code": fault.status,
+        });
+        let mut resp = json_response(fault.status, &body);
+        if let Some(after) = fault.retry_after {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(after));
+        }
+        return resp;
+    }
     let bytes = match axum::body::to_bytes(body, 64 << 20).await {
         Ok(b) => b,
         Err(e) => return error_response(&bad_request(format!("reading the request body: {e}"))),

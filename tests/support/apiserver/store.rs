@@ -44,6 +44,10 @@ pub(crate) struct State {
     pub tokens: std::collections::HashMap<String, super::identity::Identity>,
     /// The signer's CA, made on first use.
     pub ca: Option<Arc<super::csr::TestCa>>,
+    /// Faults to serve instead of answering (see `ApiServer::fail`).
+    pub faults: Vec<super::Fault>,
+    /// Faults served so far: (method, path, status).
+    pub faults_served: Vec<(String, String, u16)>,
 }
 
 impl State {
@@ -61,6 +65,8 @@ impl State {
             hooks: Vec::new(),
             tokens: std::collections::HashMap::new(),
             ca: None,
+            faults: Vec::new(),
+            faults_served: Vec::new(),
         }
     }
 
