@@ -200,3 +200,16 @@ fn repo_url_errors_never_show_credentials() {
     assert!(err.contains("cannot fetch winfleet/status"), "{err}");
     assert!(!err.contains("hunter2"), "{err}");
 }
+
+#[test]
+fn a_partly_failed_round_or_a_refused_deconfigure_exits_3_with_every_instance_ready() {
+    let mut partly = status(vec![done("10.0.0.1")], &[]);
+    partly.summary.last_round = winfleet::status::model::RoundResult::PartiallyFailed;
+    let (code, out, err) = run(&repo_with("refs/heads/winfleet/status", &partly), &[]);
+    assert_eq!(code, 3, "{out}{err}");
+    let mut refused = status(vec![done("10.0.0.1")], &[]);
+    refused.summary.deconfigure_refused = Some("more than prune.maxRemovalPercent".into());
+    let (code, out, err) = run(&repo_with("refs/heads/winfleet/status", &refused), &[]);
+    assert_eq!(code, 3, "{out}{err}");
+    assert!(out.contains("Deconfigure refused: more than prune.maxRemovalPercent"), "{out}");
+}

@@ -10,7 +10,7 @@ use serde::Serialize;
 use winfleet::plan::FORMAT_VERSION;
 use winfleet::source::transport::{fetch, redact_url};
 use winfleet::status::model::{
-    ConditionType, InstancePhase, InstanceStatus, MachineSetPhase, MachineSetStatus, Status, Summary,
+    ConditionType, InstancePhase, InstanceStatus, MachineSetPhase, MachineSetStatus, RoundResult, Status, Summary,
 };
 use winfleet::status::read::{Published, read_branch};
 use winfleet::status::summary::{instance_counts, machine_set_counts};
@@ -59,8 +59,12 @@ fn from_remote(url: &str, args: &StatusArgs) -> anyhow::Result<Published> {
     result
 }
 
+/// Everything Ready, the last round not failed (in whole or in part) and no
+/// deconfigure held back by the mass-removal guard.
 fn all_ready(status: &Status) -> bool {
     status.summary.invalid.is_none()
+        && !matches!(status.summary.last_round, RoundResult::Failed | RoundResult::PartiallyFailed)
+        && status.summary.deconfigure_refused.is_none()
         && status.instances.values().all(|i| i.phase == InstancePhase::Ready)
         && status.machine_sets.values().all(|m| m.phase == MachineSetPhase::Ready)
 }
@@ -93,6 +97,13 @@ fn table(status: &Status) -> String {
         for error in &invalid.errors {
             let _ = writeln!(out, "  {}", one_line(error));
         }
+    }
+    if let Some(reason) = &s.deconfigure_refused {
+        let _ = writeln!(out, "Deconfigure refused: {}", one_line(reason));
+    }
+    for leaving in &s.leaving {
+        let why = leaving.reason.as_deref().map(|r| format!(": {}", one_line(r))).unwrap_or_default();
+        let _ = writeln!(out, "Leaving:            {} ({}) {}{why}", leaving.node, leaving.address, leaving.state);
     }
     let instances: Vec<[String; 5]> = status
         .instances
