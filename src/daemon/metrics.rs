@@ -68,6 +68,8 @@ pub struct Metrics {
     webhook_requests: Family<Label, Counter>,
     applied_revision: Arc<Mutex<Option<String>>>,
     deconfigure_refused: Gauge,
+    leader: Gauge,
+    last_success: Gauge,
 }
 
 impl Metrics {
@@ -105,6 +107,19 @@ impl Metrics {
             "1 while the mass-removal guard (prune.maxRemovalPercent) holds every deconfigure back",
             deconfigure_refused.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica reconciles (it holds the Lease, or runs alone)",
+            leader.clone(),
+        );
+        let last_success = Gauge::default();
+        registry.register_with_unit(
+            "last_successful_round_timestamp",
+            "When the last round that succeeded ended (Unix time)",
+            Unit::Seconds,
+            last_success.clone(),
+        );
         let applied_revision = Arc::new(Mutex::new(None));
         registry.register_collector(Box::new(AppliedRevision(Arc::clone(&applied_revision))));
 
@@ -130,7 +145,14 @@ impl Metrics {
             webhook_requests,
             applied_revision,
             deconfigure_refused,
+            leader,
+            last_success,
         }
+    }
+
+    /// Whether this replica reconciles.
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
     }
 
     /// Whether the mass-removal guard refused this round's deconfigures.
@@ -143,6 +165,9 @@ impl Metrics {
     pub fn round_finished(&self, result: &str, duration: Duration) {
         self.round_duration.observe(duration.as_secs_f64());
         self.rounds.get_or_create(&label("result", result)).inc();
+        if result == "succeeded" {
+            self.last_success.set(jiff::Timestamp::now().as_second());
+        }
     }
 
     /// The number of nodes in each phase after a round. Phases set before
@@ -245,7 +270,15 @@ mod tests {
         metrics.git_fetch(Duration::from_secs(3), false);
         metrics.webhook_request("accepted");
         metrics.set_applied_revision("0123abcd");
+        metrics.set_leader(true);
+        metrics.set_deconfigure_refused(true);
         let text = metrics.encode();
+        let stamp = text
+            .lines()
+            .find_map(|l| l.strip_prefix("winfleet_last_successful_round_timestamp_seconds "))
+            .and_then(|v| v.parse::<i64>().ok())
+            .unwrap_or_default();
+        assert!(stamp > 1_700_000_000, "the last success is stamped: {text}");
 
         for line in [
             "# TYPE winfleet_reconcile_duration_seconds histogram",
@@ -260,6 +293,8 @@ mod tests {
             "# TYPE winfleet_nodes gauge",
             "winfleet_nodes{phase=\"Ready\"} 3",
             "winfleet_drift_detected_total 2",
+            "winfleet_leader 1",
+            "winfleet_deconfigure_refused 1",
             "winfleet_ssh_errors_total{stage=\"apply\"} 1",
             "winfleet_ssh_errors_total{stage=\"observe\"} 0",
             "winfleet_ssh_errors_total{stage=\"reboot\"} 0",

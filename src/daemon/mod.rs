@@ -234,6 +234,7 @@ async fn run_loop(
         }
         let now = Instant::now();
         let leading = leader.as_mut().is_none_or(|l| *l.borrow_and_update());
+        daemon.metrics().set_leader(leading);
         if !leading {
             // A follower keeps its source fresh (and /readyz honest) and
             // runs no round; on taking over it checks the source at once.

@@ -98,6 +98,11 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// The daemon's metrics.
+    pub(crate) fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
     /// A daemon that has not run a round yet.
     pub fn new(
         config: Config,
