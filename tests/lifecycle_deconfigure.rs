@@ -103,6 +103,18 @@ fn unlist(setup: &mut Setup, keep: &[usize]) {
     setup.reload();
 }
 
+/// A round in which exactly one node is deconfigured.
+async fn round_deconfiguring_one(setup: &Setup) {
+    let report = round(setup).await;
+    let deconfigures = &report.cluster.as_ref().unwrap().deconfigures;
+    assert!(
+        matches!(deconfigures[..], [ref d] if matches!(d.result, DeconfigureResult::Deconfigured { .. })),
+        "{}\n{}",
+        report.render_text(),
+        logs(&setup.fleet)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_removed_instance_is_deconfigured_back_to_the_listing_it_had_before() {
     let (mut setup, before) = joined(&["win-a", "win-b"]).await;
@@ -216,14 +228,7 @@ async fn winfleet_killed_mid_deconfigure_is_finished_by_the_next_round_without_r
     let node = support::join::node(&setup.server, "win-a");
     assert_eq!(node["spec"]["unschedulable"], true, "killed while win-a is cordoned");
 
-    let report = round(&setup).await;
-    let deconfigures = &report.cluster.as_ref().unwrap().deconfigures;
-    assert!(
-        matches!(deconfigures[..], [ref d] if matches!(d.result, DeconfigureResult::Deconfigured { .. })),
-        "{}\n{}",
-        report.render_text(),
-        logs(&setup.fleet)
-    );
+    round_deconfiguring_one(&setup).await;
     assert!(setup.server.get("v1", "Node", None, "win-a").is_none());
     assert_eq!(listing(&a.path("")), before[0], "the node is as before");
     let events = setup.server.list("events.k8s.io/v1", "Event");
@@ -253,14 +258,7 @@ async fn a_host_wmco_configured_is_adopted_without_a_reinstall_and_deconfigured_
     assert_eq!(node["metadata"]["annotations"]["windowsmachineconfig.openshift.io/version"], setup.version().as_str());
 
     unlist(&mut setup, &[1]);
-    let report = round(&setup).await;
-    let deconfigures = &report.cluster.as_ref().unwrap().deconfigures;
-    assert!(
-        matches!(deconfigures[..], [ref d] if matches!(d.result, DeconfigureResult::Deconfigured { .. })),
-        "{}\n{}",
-        report.render_text(),
-        logs(&setup.fleet)
-    );
+    round_deconfiguring_one(&setup).await;
     let a = &setup.fleet.nodes[0];
     assert_eq!(listing(&a.path("")), before[0], "removed by its manifest and payload, no record needed");
 }
