@@ -21,6 +21,7 @@ pub mod fs_watch;
 pub mod http;
 pub mod lease;
 pub mod metrics;
+mod payload;
 pub mod report;
 pub mod round;
 pub mod schedule;

@@ -17,6 +17,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::Config;
 use super::metrics::Metrics;
+use super::payload::PayloadCache;
 use super::report::StatusWriter;
 use super::schedule::{Schedule, Work, node_outcomes};
 use super::scope::{self, NodesScope};
@@ -29,8 +30,6 @@ use crate::desired::model::{Desired, FleetSettings, Instance};
 use crate::desired::{self, LoadOptions, Loaded};
 use crate::engine::host::SshHost;
 use crate::engine::report::NodeResult;
-use crate::lifecycle::PayloadState;
-use crate::payload::Payload;
 use crate::reconcile::report::RoundReport;
 use crate::reconcile::{self, Options};
 use crate::ssh::Pool;
@@ -94,7 +93,7 @@ pub struct Daemon {
     invalid: Vec<String>,
     status: StatusWriter,
     /// The payload last read from `--payload-dir`.
-    payload: Option<Arc<Payload>>,
+    payload: PayloadCache,
 }
 
 impl Daemon {
@@ -114,6 +113,7 @@ impl Daemon {
         rounds: broadcast::Sender<RoundRecord>,
     ) -> Self {
         let status = StatusWriter::new(&config, &source);
+        let payload = PayloadCache::new(config.payload_dir.clone());
         Self {
             config,
             source: Arc::new(source),
@@ -127,7 +127,7 @@ impl Daemon {
             attempted: None,
             invalid: Vec::new(),
             status,
-            payload: None,
+            payload,
         }
     }
 
@@ -378,7 +378,7 @@ impl Daemon {
                 ..RolloutOptions::default()
             },
             stop: stop.clone(),
-            payload: self.payload_state().await,
+            payload: self.payload.state().await,
             join: JoinOptions { max_parallel: 0, ..self.config.join },
         };
         let host = SshHost { pool: &self.pool };
@@ -417,31 +417,6 @@ impl Daemon {
             webhook_received: work.webhook_received,
             applied_at,
             status_commit,
-        }
-    }
-
-    /// The payload for this round: read once, read again when the
-    /// directory changed (an init container refreshed it).
-    async fn payload_state(&mut self) -> PayloadState {
-        let Some(dir) = self.config.payload_dir.clone() else { return PayloadState::Missing };
-        if let Some(payload) = self.payload.clone() {
-            let check = Arc::clone(&payload);
-            if !tokio::task::spawn_blocking(move || check.is_stale()).await.unwrap_or(true) {
-                return PayloadState::Loaded(payload);
-            }
-        }
-        match tokio::task::spawn_blocking(move || Payload::load(&dir)).await {
-            Ok(Ok(payload)) => {
-                tracing::info!(digest = %payload.digest, files = payload.files.len(), "payload directory read");
-                let payload = Arc::new(payload);
-                self.payload = Some(Arc::clone(&payload));
-                PayloadState::Loaded(payload)
-            }
-            Ok(Err(e)) => {
-                self.payload = None;
-                PayloadState::Failed(e.to_string())
-            }
-            Err(e) => PayloadState::Failed(format!("reading the payload directory stopped: {e}")),
         }
     }
 

@@ -17,10 +17,12 @@
 //! Which part of the lifecycle a round may touch depends on the node's
 //! [`Mode`], decided from the cluster (the Node and its version annotation).
 
+mod change;
 pub mod facts;
 pub mod material;
 pub mod plan;
 pub mod record;
+mod removal;
 pub mod resolve;
 
 use std::collections::BTreeSet;

@@ -1,0 +1,258 @@
+//! Tests of the lifecycle plan.
+
+use std::path::PathBuf;
+
+use super::*;
+use crate::lifecycle::NodeFile;
+use crate::lifecycle::facts::{FileFact, ServiceFact};
+use crate::lifecycle::material::{ClusterMaterial, render};
+use crate::lifecycle::tests_support::posix_spec;
+
+fn spec() -> LifecycleSpec {
+    let mut spec = posix_spec();
+    spec.files = vec![
+        NodeFile {
+            path: "payload/kube-node/kubelet".into(),
+            rel: "kube-node/kubelet".into(),
+            sha256: "11".repeat(32),
+            size: 3,
+            mode: 0o755,
+            source: PathBuf::new(),
+        },
+        NodeFile {
+            path: "payload/hon".into(),
+            rel: "hon".into(),
+            sha256: "22".repeat(32),
+            size: 3,
+            mode: 0o755,
+            source: PathBuf::new(),
+        },
+    ];
+    let material = ClusterMaterial {
+        api_server_url: "http://127.0.0.1:1".into(),
+        bootstrap_token: "t".into(),
+        bootstrap_ca: "ca".into(),
+        kubelet_ca: "kca".into(),
+        cluster_dns: "172.30.0.10".into(),
+    };
+    let generated = render(&spec, &material);
+    spec.with_generated(generated)
+}
+
+fn fresh() -> LifecycleFacts {
+    let mut facts = LifecycleFacts { home: Some("/home/n".into()), ..LifecycleFacts::default() };
+    facts.variables.insert(("kubelet".into(), "NODE_IP".into()), Ok("127.0.0.7".into()));
+    facts
+}
+
+/// The facts of a node that got everything `changes` says.
+fn after(spec: &LifecycleSpec, facts: &LifecycleFacts, changes: &[LifecycleChange<'_>]) -> LifecycleFacts {
+    let mut facts = facts.clone();
+    for change in changes {
+        match change {
+            LifecycleChange::CreateDir { path } => {
+                facts.dirs.insert((*path).to_owned());
+            }
+            LifecycleChange::Upload { file, .. } => {
+                facts.files.insert(
+                    file.path.clone(),
+                    FileFact::Present { key: "k".into(), sha256: Some(file.sha256.clone()) },
+                );
+            }
+            LifecycleChange::WriteGenerated { file, .. } => {
+                let sha = Some(file.file.sha256().to_owned());
+                facts.files.insert(file.path.clone(), FileFact::Present { key: "k".into(), sha256: sha });
+            }
+            LifecycleChange::Define { service, definition, .. } => {
+                let state = facts.services.get(&service.name).map_or(ServiceState::Stopped, |s| s.state.clone());
+                let state = if state == ServiceState::Absent { ServiceState::Stopped } else { state };
+                facts
+                    .services
+                    .insert(service.name.clone(), ServiceFact { state, definition: Some(definition.clone()) });
+            }
+            LifecycleChange::Stop { service } => {
+                if let Some(s) = facts.services.get_mut(&service.name) {
+                    s.state = ServiceState::Stopped;
+                }
+            }
+            LifecycleChange::Start { service, .. } => {
+                if let Some(s) = facts.services.get_mut(&service.name) {
+                    s.state = ServiceState::Running;
+                }
+            }
+            LifecycleChange::RemoveService { name } => {
+                facts.services.remove(*name);
+            }
+            LifecycleChange::RemoveFile { path } => {
+                facts.files.remove(*path);
+            }
+            LifecycleChange::RemoveDir { path } => {
+                facts.dirs.remove(*path);
+            }
+            LifecycleChange::RemoveCerts { .. } => {}
+            LifecycleChange::ForgetRecord => facts.record = None,
+        }
+    }
+    let _ = spec;
+    facts
+}
+
+fn names(changes: &[LifecycleChange<'_>]) -> Vec<String> {
+    changes
+        .iter()
+        .map(|c| match c {
+            LifecycleChange::Stop { service } => format!("stop {}", service.name),
+            LifecycleChange::CreateDir { path } => format!("mkdir {path}"),
+            LifecycleChange::Upload { file, .. } => format!("upload {}", file.path),
+            LifecycleChange::WriteGenerated { file, .. } => format!("write {}", file.path),
+            LifecycleChange::Define { service, created, .. } => {
+                format!("{} {}", if *created { "create" } else { "update" }, service.name)
+            }
+            LifecycleChange::Start { service, .. } => format!("start {}", service.name),
+            LifecycleChange::RemoveService { name } => format!("remove service {name}"),
+            LifecycleChange::RemoveFile { path } => format!("remove {path}"),
+            LifecycleChange::RemoveCerts { dir } => format!("remove certificates in {dir}"),
+            LifecycleChange::RemoveDir { path } => format!("rmdir {path}"),
+            LifecycleChange::ForgetRecord => "forget the record".to_owned(),
+        })
+        .collect()
+}
+
+const JOIN: Context<'static> = Context { mode: Mode::Join, node: None, disrupt: false };
+
+#[test]
+fn deconfigure_removes_exactly_the_record_then_forgets_it_and_is_then_done() {
+    let spec = spec();
+    let facts = LifecycleFacts {
+        record: Some(crate::lifecycle::record::parse(
+            "dir payload\ndir payload/kube-node\nfile aa payload/kube-node/kubelet\nfile bb units/kubelet.service\n\
+             service kubelet\nstate payload/kubeconfig\ncerts payload/pki\n",
+        )),
+        ..LifecycleFacts::default()
+    };
+    let deconfigure = Context { mode: Mode::Deconfigure, node: None, disrupt: true };
+    let plan = plan_lifecycle(&spec, &facts, deconfigure);
+    assert_eq!(
+        names(&plan.changes),
+        [
+            "remove service kubelet",
+            "remove payload/kube-node/kubelet",
+            "remove payload/kubeconfig",
+            "remove certificates in payload/pki",
+            "rmdir payload/kube-node",
+            "rmdir payload",
+            "forget the record",
+        ],
+        "the unit file goes with its service; innermost directories first"
+    );
+    let done = after(&spec, &facts, &plan.changes);
+    assert!(plan_lifecycle(&spec, &done, deconfigure).changes.is_empty(), "nothing without a record");
+}
+
+#[test]
+fn a_fresh_host_gets_everything_and_starts_its_bootstrap_services() {
+    let spec = spec();
+    let facts = fresh();
+    let plan = plan_lifecycle(&spec, &facts, JOIN);
+    let names = names(&plan.changes);
+    assert_eq!(&names[..3], ["mkdir payload", "mkdir units", "mkdir certs.d"], "{names:?}");
+    assert!(names.contains(&"upload payload/kube-node/kubelet".to_owned()));
+    assert!(names.contains(&"write payload/kubelet.conf".to_owned()));
+    assert_eq!(&names[names.len() - 2..], ["create kubelet", "start kubelet"]);
+    assert!(plan.waiting.iter().any(|w| w.contains("hybrid-overlay-node waits for its Node")), "{:?}", plan.waiting);
+}
+
+#[test]
+fn once_the_node_exists_the_rest_starts_and_then_nothing_is_left() {
+    let spec = spec();
+    let start = fresh();
+    let first = plan_lifecycle(&spec, &start, JOIN);
+    let facts = after(&spec, &start, &first.changes);
+    let node = serde_json::json!({"metadata": {"name": "win-1"}});
+    let ctx = Context { mode: Mode::Join, node: Some(&node), disrupt: false };
+    let second = plan_lifecycle(&spec, &facts, ctx);
+    assert_eq!(names(&second.changes), ["create hybrid-overlay-node", "start hybrid-overlay-node"]);
+    let facts = after(&spec, &facts, &second.changes);
+    let third = plan_lifecycle(&spec, &facts, Context { mode: Mode::Maintain, ..ctx });
+    assert_eq!(third.changes, Vec::new(), "{:?}", names(&third.changes));
+    assert!(third.waiting.is_empty(), "{:?}", third.waiting);
+}
+
+#[test]
+fn a_corrupted_binary_is_replaced_with_its_service_and_dependents_restarted() {
+    let spec = spec();
+    let node = serde_json::json!({"metadata": {"name": "win-1"}});
+    let maintain = Context { mode: Mode::Maintain, node: Some(&node), disrupt: true };
+    let mut facts = fresh();
+    for _ in 0..3 {
+        let plan = plan_lifecycle(&spec, &facts, maintain);
+        let next = after(&spec, &facts, &plan.changes);
+        drop(plan);
+        facts = next;
+    }
+    facts.files.insert(
+        "payload/kube-node/kubelet".into(),
+        FileFact::Present { key: "k2".into(), sha256: Some("ee".repeat(32)) },
+    );
+    let plan = plan_lifecycle(&spec, &facts, maintain);
+    assert_eq!(
+        names(&plan.changes),
+        [
+            "stop hybrid-overlay-node",
+            "stop kubelet",
+            "upload payload/kube-node/kubelet",
+            "start kubelet",
+            "start hybrid-overlay-node"
+        ]
+    );
+}
+
+#[test]
+fn a_running_service_is_not_restarted_before_the_cordon() {
+    let spec = spec();
+    let node = serde_json::json!({"metadata": {"name": "win-1"}});
+    let maintain = Context { mode: Mode::Maintain, node: Some(&node), disrupt: true };
+    let mut facts = fresh();
+    for _ in 0..3 {
+        let plan = plan_lifecycle(&spec, &facts, maintain);
+        let next = after(&spec, &facts, &plan.changes);
+        drop(plan);
+        facts = next;
+    }
+    facts.files.insert(
+        "payload/kube-node/kubelet".into(),
+        FileFact::Present { key: "k2".into(), sha256: Some("ee".repeat(32)) },
+    );
+    let plan = plan_lifecycle(&spec, &facts, Context { mode: Mode::Join, node: Some(&node), disrupt: false });
+    assert_eq!(plan.changes, Vec::new(), "{:?}", names(&plan.changes));
+    assert!(plan.waiting.iter().any(|w| w.contains("kubelet runs and would restart")), "{:?}", plan.waiting);
+}
+
+#[test]
+fn ssh_only_mode_prepares_files_and_definitions_and_starts_nothing() {
+    let spec = spec();
+    let facts = fresh();
+    let plan = plan_lifecycle(&spec, &facts, Context { mode: Mode::Prepare, node: None, disrupt: false });
+    let names = names(&plan.changes);
+    assert!(names.contains(&"create kubelet".to_owned()));
+    assert!(!names.iter().any(|n| n.starts_with("start") || n.starts_with("write")), "{names:?}");
+}
+
+#[test]
+fn an_older_winfleet_version_waits_for_the_upgrade() {
+    let spec = spec();
+    let facts = fresh();
+    let plan = plan_lifecycle(&spec, &facts, Context { mode: Mode::UpgradePending, node: None, disrupt: false });
+    assert!(plan.changes.is_empty());
+    assert_eq!(plan.waiting.len(), 1);
+}
+
+#[test]
+fn an_unresolved_variable_holds_only_its_service() {
+    let spec = spec();
+    let mut facts = fresh();
+    facts.variables.insert(("kubelet".into(), "NODE_IP".into()), Err("no route".into()));
+    let plan = plan_lifecycle(&spec, &facts, JOIN);
+    assert!(!names(&plan.changes).iter().any(|n| n.contains("kubelet") && !n.contains('/')));
+    assert!(plan.waiting.iter().any(|w| w.contains("NODE_IP failed on the node: no route")), "{:?}", plan.waiting);
+}
