@@ -154,13 +154,7 @@ impl ServiceSpec {
     /// credentials) and the directories named by `--cert-dir` (the
     /// kubelet's certificates: only its `kubelet-*.pem` files go). Recorded
     /// with the service, so a later manifest cannot forget them.
-    pub fn state(&self) -> (Vec<String>, Vec<String>) {
-        let (files, cert_dirs) = self.state_refs();
-        (files.into_iter().map(str::to_owned).collect(), cert_dirs.into_iter().map(str::to_owned).collect())
-    }
-
-    /// [`Self::state`] as slices of the command line (for plans that borrow).
-    pub fn state_refs(&self) -> (Vec<&str>, Vec<&str>) {
+    pub fn state(&self) -> (Vec<&str>, Vec<&str>) {
         let (mut files, mut cert_dirs) = (Vec::new(), Vec::new());
         let mut words = self.command.split_whitespace();
         while let Some(word) = words.next() {
@@ -349,6 +343,14 @@ impl LifecycleSpec {
         // Parents before children: fewer separators first, stable otherwise.
         out.sort_by_key(|d| d.matches(['/', '\\']).count());
         out
+    }
+
+    /// The spec a leaving node is deconfigured with: never blocked (removal
+    /// needs no payload and no cluster material). Its files, directories
+    /// and services are observed, not installed: they say what to remove
+    /// from a host WMCO configured, which has no install record.
+    pub fn for_deconfigure(&self) -> LifecycleSpec {
+        LifecycleSpec { blocked: None, ..self.clone() }
     }
 
     /// The services in scope for a node in `mode` with or without its Node.

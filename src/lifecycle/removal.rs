@@ -88,7 +88,7 @@ fn unrecorded<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts) -> Vec<Lif
     let paths = spec.files.iter().map(|f| f.path.as_str()).chain(spec.generated.iter().map(|g| g.path.as_str()));
     out.extend(paths.filter(|p| there(p)).map(|path| LifecycleChange::RemoveFile { path }));
     for service in &spec.services {
-        let (state, certs) = service.state_refs();
+        let (state, certs) = service.state();
         out.extend(state.into_iter().map(|path| LifecycleChange::RemoveFile { path }));
         out.extend(certs.into_iter().map(|dir| LifecycleChange::RemoveCerts { dir }));
     }

@@ -122,16 +122,6 @@ pub fn guard(listed: usize, leaving: usize, max_percent: u32) -> Option<String> 
     ))
 }
 
-impl LifecycleSpec {
-    /// The spec a leaving node is deconfigured with: never blocked (removal
-    /// needs no payload and no cluster material). Its files, directories
-    /// and services are observed, not installed: they say what to remove
-    /// from a host WMCO configured, which has no install record.
-    pub fn for_deconfigure(&self) -> LifecycleSpec {
-        LifecycleSpec { blocked: None, ..self.clone() }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::guard;

@@ -66,10 +66,18 @@ pub fn mutate(rng: &mut fastrand::Rng, kind: usize, bytes: &[u8], heavy: bool) -
             }
         }
         1 => out.truncate(at(rng, out.len())),
-        2 | 13 if !lines.is_empty() => {
+        2 if !lines.is_empty() => {
             let i = at(rng, lines.len());
             lines.insert(i, lines[i]);
             out = lines.join("\n").into_bytes();
+        }
+        13 => {
+            // A mapping entry written twice, right after itself.
+            let keyed: Vec<usize> = (0..lines.len()).filter(|i| lines[*i].contains(": ")).collect();
+            if let Some(&i) = keyed.get(at(rng, keyed.len())) {
+                lines.insert(i, lines[i]);
+                out = lines.join("\n").into_bytes();
+            }
         }
         3 if lines.len() > 1 => {
             let (i, j) = (at(rng, lines.len()), at(rng, lines.len()));
