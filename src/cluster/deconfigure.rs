@@ -13,13 +13,12 @@
 //! nodes leave at once up to `rollout.maxUnavailable`; one that fails does
 //! not stop the others and stays cordoned and marked, reported.
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, DeleteParams};
 use serde::Serialize;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 
 use super::apply::api_error;
 use super::drain::{DrainOptions, drain};
@@ -27,6 +26,7 @@ use super::events::{Events, Reason, Regarding};
 use super::join::{cordon, patch};
 use super::observe::node_obs;
 use super::rollout::Host;
+use super::slots;
 use super::{DECONFIGURING_ANNOTATION, NodeObs, REBOOT_REQUIRED_ANNOTATION};
 use crate::desired::model::Instance;
 use crate::engine::report::{NodeReport, NodeResult, node_line};
@@ -133,21 +133,26 @@ pub struct Teardown<'a, H: Host> {
     pub parallel: usize,
     /// Drain settings.
     pub drain: DrainOptions,
+    /// Stop starting new deconfigures.
+    pub stop: &'a CancellationToken,
 }
 
 /// Deconfigures `leaving`, up to `parallel` at once.
 pub async fn deconfigure_all<H: Host>(t: &Teardown<'_, H>, leaving: &[Leaving]) -> Vec<DeconfigureReport> {
-    let mut queue = leaving.iter();
-    let mut running = FuturesUnordered::new();
-    let mut reports = Vec::new();
-    loop {
-        while running.len() < t.parallel.max(1) {
-            let Some(l) = queue.next() else { break };
-            running.push(deconfigure_one(t, l));
-        }
-        let Some(report) = running.next().await else { break };
-        reports.push(report);
-    }
+    let stopping = "winfleet is stopping; the next round continues the deconfigure";
+    let run = slots::run(
+        t.parallel.max(1),
+        leaving.iter().collect(),
+        None,
+        (t.stop, stopping),
+        |l| deconfigure_one(t, l),
+        |_| None,
+    )
+    .await;
+    let mut reports = run.done;
+    let reason = run.reason;
+    reports
+        .extend(run.waiting.into_iter().map(|l| report(l, DeconfigureResult::NotStarted { reason: reason.clone() })));
     reports.sort_by(|a, b| a.node.cmp(&b.node));
     reports
 }

@@ -28,6 +28,7 @@ pub mod material;
 pub mod metadata;
 pub mod observe;
 pub mod rollout;
+pub mod slots;
 pub mod upgrade;
 
 use std::collections::BTreeMap;

@@ -15,10 +15,6 @@
 //! come back stops the rollout and stays cordoned. A node left marked by a
 //! crash is finished first (each step is observed, so nothing is done twice).
 
-use std::collections::VecDeque;
-
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::Api;
@@ -30,6 +26,7 @@ use super::drain::{DrainOptions, drain};
 use super::events::{Events, Reason, Regarding};
 use super::join::{JoinOptions, cordon, finish, ready};
 use super::observe::node_obs;
+use super::slots;
 use super::{NodeObs, UPGRADING_ANNOTATION};
 use crate::desired::model::Instance;
 use crate::engine::{self, NodeContext};
@@ -152,29 +149,18 @@ pub struct Rollout<'a> {
 pub async fn rollout(r: &Rollout<'_>, mut candidates: Vec<Candidate<'_>>) -> Vec<UpgradeReport> {
     order(&mut candidates);
     let slots = r.max_unavailable.max(1).saturating_sub(r.held);
-    let mut stopped = (slots == 0).then(|| "other nodes winfleet disrupted are not back yet".to_owned());
-    let mut queue: VecDeque<Candidate<'_>> = candidates.into();
-    let mut running = FuturesUnordered::new();
-    let mut reports = Vec::new();
-    loop {
-        while running.len() < slots && stopped.is_none() {
-            if r.stop.is_cancelled() {
-                stopped = Some("winfleet is stopping; the next round continues the upgrade".into());
-                break;
-            }
-            let Some(candidate) = queue.pop_front() else { break };
-            running.push(upgrade_one(r, candidate));
+    let held = (slots == 0).then(|| "other nodes winfleet disrupted are not back yet".to_owned());
+    let stopping = "winfleet is stopping; the next round continues the upgrade";
+    let halts = |report: &UpgradeReport| match &report.result {
+        UpgradeResult::Failed { stage, .. } if stage.leaves_node_out() => {
+            Some(format!("the upgrade rollout stopped: node {} is not back", report.node))
         }
-        let Some(report) = running.next().await else { break };
-        if let UpgradeResult::Failed { stage, .. } = &report.result
-            && stage.leaves_node_out()
-        {
-            stopped.get_or_insert_with(|| format!("the upgrade rollout stopped: node {} is not back", report.node));
-        }
-        reports.push(report);
-    }
-    let reason = stopped.unwrap_or_default();
-    reports.extend(queue.into_iter().map(|c| report(&c, UpgradeResult::NotStarted { reason: reason.clone() })));
+        _ => None,
+    };
+    let run = slots::run(slots, candidates, held, (r.stop, stopping), |c| upgrade_one(r, c), halts).await;
+    let mut reports = run.done;
+    let reason = run.reason;
+    reports.extend(run.waiting.iter().map(|c| report(c, UpgradeResult::NotStarted { reason: reason.clone() })));
     reports
 }
 

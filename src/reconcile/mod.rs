@@ -207,6 +207,7 @@ pub async fn round<H: Host>(
             host,
             parallel: options.rollout.max_unavailable,
             drain: DrainOptions { timeout: options.rollout.drain_timeout, retry: options.rollout.poll },
+            stop: &options.stop,
         };
         report.deconfigures = match (&report.deconfigure_refused, options.dry_run) {
             (Some(reason), _) if !departures.leaving.is_empty() => {
