@@ -17,6 +17,7 @@
 //!
 //! - [`report`]: the round's report and its text and JSON forms.
 
+mod changes;
 mod leaving;
 mod lifecycle;
 pub mod report;
@@ -27,14 +28,11 @@ use std::sync::Arc;
 use crate::cluster::apply as cluster_apply;
 use crate::cluster::associate::{Association, associate, resolve_all};
 use crate::cluster::connect::Cluster;
-use crate::cluster::deconfigure;
-use crate::cluster::drain::DrainOptions;
 use crate::cluster::events::{Events, Reason, Regarding};
 use crate::cluster::join::{self, JoinOptions};
-use crate::cluster::keys;
 use crate::cluster::material;
-use crate::cluster::upgrade::{self, UpgradeResult};
-use crate::lifecycle::PayloadState;
+use crate::cluster::upgrade::UpgradeResult;
+use crate::lifecycle::{LifecycleSpec, PayloadState};
 use tokio_util::sync::CancellationToken;
 
 use crate::cluster::rollout::{self, Candidate, Host, RebootReport, RebootResult, RebootStage, RolloutOptions};
@@ -172,116 +170,32 @@ pub async fn round<H: Host>(
             report.csrs = csrs;
         }
     }
-    let key = keys::FleetKey {
-        hash: pool.public_key_hash(),
-        authorized_key: pool.public_key_line(),
-        fingerprint: pool.public_key_fingerprint(),
-    };
-    let inputs = keys::Inputs {
-        byoh,
-        reports: &nodes,
-        facts: &facts,
-        associations: &associations,
-        max_unavailable: options.rollout.max_unavailable,
-    };
-    let mut key_plan = keys::plan(inputs, &key);
-    if !options.whole_fleet {
-        // Machines are replaced only by rounds that see the whole fleet.
-        key_plan.retain(|k| !matches!(k.result, keys::KeyResult::MachineReplaced { .. }));
-    }
-    report.keys = if options.dry_run || !writable {
-        key_plan
-    } else {
-        keys::apply(&cluster.client, &events, &facts, &key, key_plan).await
-    };
+    let context = ClusterContext { cluster, events: &events, facts: &facts, associations: &associations };
+    report.keys = changes::rotate_keys(&context, pool, byoh, &nodes, options, writable).await;
     if lifecycle_on && options.whole_fleet {
-        let associated: BTreeSet<String> = associations.values().filter_map(|a| a.node().map(str::to_owned)).collect();
-        let runtime = |l: &crate::lifecycle::LifecycleSpec| l.at_runtime(&options.payload, material.as_ref());
-        let departures = leaving::departures(desired, &facts, byoh, &associated, &resolved, runtime);
-        let guard = leaving::guard(byoh.len(), departures.leaving.len(), desired.fleet.max_removal_percent);
-        report.deconfigure_refused = guard.or(departures.refused);
-        let teardown = deconfigure::Teardown {
-            client: &cluster.client,
-            events: &events,
-            pool,
-            host,
-            parallel: options.rollout.max_unavailable,
-            drain: DrainOptions { timeout: options.rollout.drain_timeout, retry: options.rollout.poll },
-            stop: &options.stop,
-        };
-        report.deconfigures = match (&report.deconfigure_refused, options.dry_run) {
-            (Some(reason), _) if !departures.leaving.is_empty() => {
-                refuse(&events, &departures.leaving, reason, options.dry_run).await
-            }
-            (_, true) => deconfigure::preview(pool, &departures.leaving).await,
-            (_, false) => deconfigure::deconfigure_all(&teardown, &departures.leaving).await,
-        };
-        report.deconfigures.extend(departures.unreachable.into_iter().map(|(node, reason)| {
-            deconfigure::DeconfigureReport {
-                node: node.name,
-                address: String::new(),
-                result: deconfigure::DeconfigureResult::NotStarted { reason },
-            }
-        }));
+        let runtime = |l: &LifecycleSpec| l.at_runtime(&options.payload, material.as_ref());
+        let (deconfigures, refused) =
+            changes::departures(&context, (pool, host), desired, (byoh, &resolved), options, runtime).await;
+        report.deconfigures = deconfigures;
+        report.deconfigure_refused = refused;
     }
     let upgrades = lifecycle::upgrade_candidates(&all, &contexts, &nodes, &facts, &associations);
-    let mut still_disrupted = Vec::new();
-    if !upgrades.is_empty() {
-        let chosen: BTreeSet<&str> = upgrades.iter().map(|c| c.node.name.as_str()).collect();
-        let held = facts.nodes.values().filter(|n| n.in_disruption() && !chosen.contains(n.name.as_str())).count();
-        report.upgrade_slots = Some(options.rollout.max_unavailable.max(1).saturating_sub(held));
-        if options.dry_run {
-            report.upgrades = upgrade::preview(pool, upgrades).await;
-        } else {
-            let rollout = upgrade::Rollout {
-                client: &cluster.client,
-                events: &events,
-                pool,
-                max_unavailable: options.rollout.max_unavailable,
-                held,
-                drain: DrainOptions { timeout: options.rollout.drain_timeout, retry: options.rollout.poll },
-                join: options.join,
-                stop: &options.stop,
-            };
-            report.upgrades = upgrade::rollout(&rollout, upgrades).await;
-            still_disrupted = report
-                .upgrades
-                .iter()
-                .filter(|u| matches!(&u.result, UpgradeResult::Failed { stage, .. } if stage.leaves_node_out()))
-                .map(|u| u.node.clone())
-                .collect();
-        }
-    }
+    let (upgrades, slots) = changes::upgrades(&context, pool, upgrades, options).await;
+    report.upgrades = upgrades;
+    report.upgrade_slots = slots;
+    // Nodes an upgrade left out (cordoned, not back) hold reboot slots too.
+    let still_disrupted: Vec<String> = report
+        .upgrades
+        .iter()
+        .filter(|u| matches!(&u.result, UpgradeResult::Failed { stage, .. } if stage.leaves_node_out()))
+        .map(|u| u.node.clone())
+        .collect();
     if !options.dry_run {
         // A rejected plan starts no new reboot, but reboots an earlier round
         // left unfinished are always finished.
-        let context = RebootContext { cluster, events: &events, facts: &facts, associations: &associations };
         report.reboots = reboots(&context, host, &all, &nodes, writable, options, &still_disrupted).await;
     }
     RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) }
-}
-
-/// The guard (or an unresolved address) holds every departure back: each
-/// leaving node is reported and, outside a dry run, gets an Event.
-async fn refuse(
-    events: &Events,
-    leaving: &[deconfigure::Leaving],
-    reason: &str,
-    dry_run: bool,
-) -> Vec<deconfigure::DeconfigureReport> {
-    let mut out = Vec::new();
-    for l in leaving {
-        if !dry_run {
-            let regarding = Regarding::Node(&l.node.name, &l.node.uid);
-            events.publish(regarding, Reason::DeconfigureRefused, reason.to_owned()).await;
-        }
-        out.push(deconfigure::DeconfigureReport {
-            node: l.node.name.clone(),
-            address: l.instance.address.clone(),
-            result: deconfigure::DeconfigureResult::NotStarted { reason: reason.to_owned() },
-        });
-    }
-    out
 }
 
 async fn node_round(
@@ -337,19 +251,19 @@ async fn publish_rejections(events: &Events, report: &ClusterReport, facts: &Clu
     }
 }
 
-/// What the rollout reads of the round.
-struct RebootContext<'a> {
-    cluster: &'a Cluster,
-    events: &'a Events,
-    facts: &'a ClusterFacts,
-    associations: &'a BTreeMap<String, Association>,
+/// What the cluster steps after the node round read of the round.
+pub(super) struct ClusterContext<'a> {
+    pub(super) cluster: &'a Cluster,
+    pub(super) events: &'a Events,
+    pub(super) facts: &'a ClusterFacts,
+    pub(super) associations: &'a BTreeMap<String, Association>,
 }
 
 /// The rollout: nodes that owe a reboot (from this round's observation;
 /// only when `new_reboots`) and nodes winfleet left disrupted (a crash
 /// mid-reboot), which are always finished.
 async fn reboots<H: Host>(
-    context: &RebootContext<'_>,
+    context: &ClusterContext<'_>,
     host: &H,
     instances: &[&Instance],
     nodes: &[NodeReport],
