@@ -1,158 +1,19 @@
 //! The daemon end to end, in process: a real bare Git remote over file://,
 //! real sshd nodes (tests/support/fleet.rs), the webhook over real loopback
-//! HTTP, status committed back to the remote. The leader-election test adds
-//! the in-memory Kubernetes API; the SIGTERM test runs the binary.
+//! HTTP, status committed back to the remote. The SIGTERM test runs the
+//! binary; leader election is in daemon_leader.rs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
-use hmac::{KeyInit, Mac};
+use support::daemon::*;
 use support::fleet::TestFleet;
-use support::remote::Remote;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::sync::broadcast;
-use winfleet::daemon::round::{RoundKind, RoundRecord};
+use winfleet::daemon::round::RoundKind;
 use winfleet::daemon::source::SourceConfig;
-use winfleet::daemon::webhook::WebhookConfig;
-use winfleet::daemon::{self, Config, Handle};
-use winfleet::source::transport::GitAuth;
-use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
-
-const SECRET: &[u8] = b"webhook-secret-for-tests";
-
-fn instances(fleet: &TestFleet) -> String {
-    let mut list = String::from(
-        "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: t\nspec:\n  instances:\n",
-    );
-    for node in &fleet.nodes {
-        list.push_str(&format!("  - address: {}\n", node.address));
-    }
-    list
-}
-
-fn mirrors(mirror: &str) -> String {
-    format!(
-        "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: mirrors\nspec:\n  imageDigestMirrors:\n  - source: quay.io\n    mirrors:\n    - {mirror}\n"
-    )
-}
-
-/// A remote holding a valid repository for `fleet` (`extra_fleet` is
-/// appended to the Fleet's spec).
-fn remote(fleet: &TestFleet, extra_fleet: &str) -> Remote {
-    let fleet_yaml = format!("{}{extra_fleet}", fleet.fleet_yaml());
-    Remote::new(&[
-        ("fleet.yaml", &fleet_yaml),
-        ("instances.yaml", &instances(fleet)),
-        ("mirrors.yaml", &mirrors("mirror.corp.example/quay")),
-    ])
-}
-
-fn config(remote: &Remote) -> Config {
-    Config {
-        source: SourceConfig::Remote { url: remote.url(), branch: "main".into() },
-        auth: GitAuth::default(),
-        cache_dir: remote.scratch(&format!("cache-{}", fastrand::u32(..))),
-        status_url: None,
-        author_name: "winfleet".into(),
-        author_email: "winfleet@test.invalid".into(),
-        poll_interval: Duration::from_secs(3600),
-        shutdown_timeout: Duration::from_secs(20),
-        max_parallel: None,
-        drain_timeout: Duration::from_secs(60),
-        reboot_timeout: Duration::from_secs(60),
-        pull_secret: None,
-        metrics_addr: Some("127.0.0.1:0".parse().unwrap()),
-        webhook: Some(("127.0.0.1:0".parse().unwrap(), WebhookConfig::new(SECRET.to_vec(), "main"))),
-        leader_election: None,
-        watch_cluster: false,
-        seed: 42,
-        payload_dir: None,
-        join: Default::default(),
-    }
-}
-
-fn pool(fleet: &TestFleet) -> Pool {
-    let key = load_key(&fleet.key).unwrap();
-    Pool::new(key, KnownHosts::load(&fleet.known_hosts, false).unwrap(), Settings::default())
-}
-
-async fn start(fleet: &TestFleet, config: Config) -> Handle {
-    daemon::start(config, None, pool(fleet)).await.unwrap()
-}
-
-async fn next(records: &mut broadcast::Receiver<RoundRecord>) -> RoundRecord {
-    tokio::time::timeout(Duration::from_secs(120), records.recv())
-        .await
-        .expect("a round within 120 s")
-        .expect("the daemon is running")
-}
-
-/// GETs a path of the operations endpoint; the HTTP status.
-async fn get(addr: SocketAddr, path: &str) -> u16 {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.unwrap();
-    let text = String::from_utf8_lossy(&response);
-    text.split_whitespace().nth(1).and_then(|code| code.parse().ok()).unwrap_or(0)
-}
-
-async fn wait_ready(handle: &Handle) {
-    let addr = handle.metrics_addr.unwrap();
-    tokio::time::timeout(Duration::from_secs(60), async {
-        while get(addr, "/readyz").await != 200 {
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("ready after the first fetch");
-}
-
-/// POSTs to the webhook; the HTTP status.
-async fn post(addr: SocketAddr, headers: &[(&str, String)], body: &[u8]) -> u16 {
-    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let mut request =
-        format!("POST /webhook HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str("\r\n");
-    stream.write_all(request.as_bytes()).await.unwrap();
-    stream.write_all(body).await.unwrap();
-    let mut response = Vec::new();
-    stream.read_to_end(&mut response).await.unwrap();
-    let text = String::from_utf8_lossy(&response);
-    text.split_whitespace().nth(1).and_then(|code| code.parse().ok()).unwrap_or(0)
-}
-
-fn github_signature(secret: &[u8], body: &[u8]) -> String {
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret).unwrap();
-    mac.update(body);
-    let hex: String = mac.finalize().into_bytes().iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256={hex}")
-}
-
-/// A GitHub push notification for main.
-async fn push_hook(handle: &Handle) -> u16 {
-    let body = br#"{"ref":"refs/heads/main","after":"0000000000000000000000000000000000000000"}"#;
-    let headers = [("X-GitHub-Event", "push".to_owned()), ("X-Hub-Signature-256", github_signature(SECRET, body))];
-    post(handle.webhook_addr.unwrap(), &headers, body).await
-}
-
-fn hosts_toml(fleet: &TestFleet, i: usize) -> Option<String> {
-    fleet.nodes[i].read("certs.d/quay.io/hosts.toml")
-}
-
-async fn stop(handle: Handle) {
-    handle.shutdown.cancel();
-    tokio::time::timeout(Duration::from_secs(60), handle.task).await.unwrap().unwrap().unwrap();
-}
+use winfleet::daemon::{self, Config};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_push_is_applied_and_status_is_committed_to_the_status_branch() {
@@ -328,23 +189,6 @@ async fn a_burst_of_pushes_during_a_round_makes_exactly_one_follow_up_round() {
 }
 
 /// The binary, with its flags.
-fn daemon_command(remote: &Remote, fleet: &TestFleet, cache: &PathBuf, metrics: u16) -> std::process::Command {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_winfleet"));
-    cmd.args(["run", "--repo-url", &remote.url(), "--cache-dir", cache.to_str().unwrap()])
-        .args(["--ssh-key", fleet.key.to_str().unwrap(), "--known-hosts", fleet.known_hosts.to_str().unwrap()])
-        .args(["--metrics-addr", &format!("127.0.0.1:{metrics}"), "--max-parallel", "1", "--poll-interval", "1h"])
-        .env_remove("KUBECONFIG")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env("HOME", cache)
-        .env("RUST_LOG", "info")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped());
-    cmd
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_a_round_stops_cleanly_and_the_next_start_converges() {
@@ -397,51 +241,6 @@ async fn sigterm_during_a_round_stops_cleanly_and_the_next_start_converges() {
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();
     assert!(converged.is_ok(), "every node configured after the restart");
     assert!(status.success());
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn only_the_leader_reconciles_and_the_follower_takes_over_on_shutdown() {
-    use support::apiserver::ApiServer;
-    use winfleet::cluster::connect::Cluster;
-    use winfleet::daemon::lease::LeaseConfig;
-    let fleet = TestFleet::start(1);
-    let remote = remote(&fleet, "");
-    let api = ApiServer::new();
-    let cluster = || Some(Cluster { client: api.client(), url: "in-memory".into() });
-    let elect = |identity: &str| {
-        let mut lease = LeaseConfig::new("winfleet", identity);
-        lease.lease_duration = Duration::from_secs(3);
-        lease.renew_every = Duration::from_millis(500);
-        lease.retry_every = Duration::from_millis(200);
-        Some(lease)
-    };
-    let mut a = daemon::start(Config { leader_election: elect("a"), ..config(&remote) }, cluster(), pool(&fleet))
-        .await
-        .unwrap();
-    let first = next(&mut a.records).await;
-    assert_eq!(first.kind, RoundKind::Commit, "the first instance leads and reconciles");
-    let mut b = daemon::start(Config { leader_election: elect("b"), ..config(&remote) }, cluster(), pool(&fleet))
-        .await
-        .unwrap();
-    wait_ready(&b).await;
-
-    // A change, announced to the follower only: it accepts the webhook and runs nothing.
-    let change = remote.push(&[("mirrors.yaml", &mirrors("mirror2.corp.example/quay"))], &[], "new mirror");
-    assert_eq!(push_hook(&b).await, 202);
-    let lease = api.get("coordination.k8s.io/v1", "Lease", Some("winfleet"), "winfleet-leader").unwrap();
-    assert_eq!(lease["spec"]["holderIdentity"], "a");
-    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror.corp.example/v2/quay"), "nobody applied it yet");
-
-    // The leader stops (releasing the Lease); the follower takes over and applies the change.
-    stop(a).await;
-    let handover = tokio::time::Instant::now();
-    let record = next(&mut b.records).await;
-    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, change.as_str()), "b's first round");
-    assert!(record.applied_at > handover, "the follower ran nothing before the handover");
-    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"));
-    let lease = api.get("coordination.k8s.io/v1", "Lease", Some("winfleet"), "winfleet-leader").unwrap();
-    assert_eq!(lease["spec"]["holderIdentity"], "b");
-    stop(b).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

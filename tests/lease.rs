@@ -40,7 +40,8 @@ impl Elector {
             ..LeaseConfig::new(NS, identity)
         };
         let shutdown = CancellationToken::new();
-        let (rx, task) = lease::spawn(server.client(), config, shutdown.clone());
+        let elected = lease::spawn(server.client(), config, shutdown.clone());
+        let (rx, task) = (elected.leading, elected.task);
         Elector { rx, task, shutdown }
     }
 

@@ -74,6 +74,10 @@ pub struct RunArgs {
     /// Namespace of the Lease (default: the pod's namespace).
     #[arg(long, value_name = "NS", env = "WINFLEET_LEADER_ELECT_NAMESPACE")]
     leader_elect_namespace: Option<String>,
+    /// Where the other replicas reach this one's webhook, so a follower hands
+    /// the webhooks it receives to the leader (default: http://$POD_IP:<webhook port>).
+    #[arg(long, value_name = "URL", env = "WINFLEET_WEBHOOK_ADVERTISE_URL")]
+    webhook_advertise_url: Option<String>,
     /// Seconds running node scripts may take to finish after SIGTERM.
     #[arg(long, value_name = "SECS", env = "WINFLEET_SHUTDOWN_TIMEOUT", default_value_t = 25)]
     shutdown_timeout: u64,
@@ -128,10 +132,13 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
     let leader_election = match (args.leader_elect, has_cluster) {
         (false, _) => None,
         (true, false) => bail!("--leader-elect needs a cluster (the Lease lives there)"),
-        (true, true) => Some(LeaseConfig::new(
-            args.leader_elect_namespace.clone().unwrap_or_else(pod_namespace),
-            lease::default_identity(),
-        )),
+        (true, true) => Some(LeaseConfig {
+            advertise: args.webhook_advertise_url.clone(),
+            ..LeaseConfig::new(
+                args.leader_elect_namespace.clone().unwrap_or_else(pod_namespace),
+                lease::default_identity(),
+            )
+        }),
     };
     let (author_name, author_email) = author(&args.status_author)?;
     let pull_secret = args.round.pull_secret.as_deref().map(load::pull_secret).transpose()?;

@@ -21,6 +21,7 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::forward::{Forwarder, Route};
 use super::metrics::Metrics;
 use super::trigger::{Trigger, TriggerSender};
 use super::webhook::{self, MAX_BODY_BYTES, Verdict, WebhookConfig};
@@ -39,6 +40,8 @@ pub struct HttpState {
     pub webhook: Option<Arc<WebhookConfig>>,
     /// Where a verified push sends its [`Trigger::Webhook`].
     pub triggers: TriggerSender,
+    /// With leader election: hands a follower's webhooks to the leader.
+    pub forward: Option<Forwarder>,
 }
 
 /// `GET /healthz`, `GET /readyz` and `GET /metrics`.
@@ -84,16 +87,53 @@ async fn metrics(State(state): State<HttpState>) -> impl IntoResponse {
     ([(header::CONTENT_TYPE, OPENMETRICS_CONTENT_TYPE)], state.metrics.encode())
 }
 
-/// One webhook request: verify, trigger, count, log, answer. The body is
-/// read through the [`DefaultBodyLimit`], so at most 1 MiB is ever buffered.
+/// One webhook request: verify, trigger, hand to the leader when this
+/// replica follows, count, log, answer. The body is read through the
+/// [`DefaultBodyLimit`], so at most 1 MiB is ever buffered.
 async fn receive(
     State(state): State<HttpState>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> (StatusCode, String) {
-    let (result, status, message) = answer(&state, &headers, body);
+    let bytes = body.as_ref().ok().cloned();
+    let mut answered = answer(&state, &headers, body);
+    if let (("accepted", ..), Some(forwarder), Some(bytes)) = (&answered, &state.forward, bytes)
+        && let Some(handed) = hand_over(forwarder, &headers, bytes).await
+    {
+        answered = handed;
+    }
+    let (result, status, message) = answered;
     state.metrics.webhook_request(result);
     (status, message)
+}
+
+/// A follower's accepted webhook goes on to the leader; None when it stays
+/// here (this replica leads, or the leader cannot be reached: it then sees
+/// the change at its next poll).
+async fn hand_over(
+    forwarder: &Forwarder,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Option<(&'static str, StatusCode, String)> {
+    match forwarder.route(headers) {
+        Route::Here => None,
+        Route::NoLeader => {
+            tracing::warn!(
+                "webhook accepted by a follower that knows no leader; the leader sees the change at its next poll"
+            );
+            None
+        }
+        Route::Leader(url) => match forwarder.forward(&url, headers, body).await {
+            Ok(_) => {
+                tracing::info!(leader = %url, "webhook handed to the leader");
+                Some(("forwarded", StatusCode::ACCEPTED, "accepted; handed to the leader".to_owned()))
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "webhook accepted but not handed to the leader; it sees the change at its next poll");
+                None
+            }
+        },
+    }
 }
 
 fn answer(

@@ -28,7 +28,7 @@ const ROUND_RESULTS: [&str; 3] = ["succeeded", "failed", "invalid"];
 /// The SSH stages [`Metrics::ssh_error`] expects; pre-created at 0.
 const SSH_STAGES: [&str; 3] = ["observe", "apply", "reboot"];
 /// The webhook results [`Metrics::webhook_request`] expects; pre-created at 0.
-const WEBHOOK_RESULTS: [&str; 5] = ["accepted", "ignored", "unauthorized", "bad_request", "too_large"];
+const WEBHOOK_RESULTS: [&str; 6] = ["accepted", "forwarded", "ignored", "unauthorized", "bad_request", "too_large"];
 
 /// Round durations from 50 ms doubling to about 27 minutes (16 buckets): a
 /// no-op round is sub-second, a rolling reboot of a fleet takes many minutes.

@@ -12,11 +12,13 @@
 //!   a retry) and the record it leaves.
 //! - [`report`]: the status files written back to Git after each round.
 //! - [`source`]: the remote or checkout the revisions come from.
-//! - [`http`], [`webhook`], [`metrics`]: the operator-facing endpoints.
+//! - [`http`], [`webhook`], [`metrics`]: the operator-facing endpoints;
+//!   [`forward`] hands a follower's webhooks to the leader.
 //! - [`lease`]: leader election; only the leader reconciles.
 //! - [`fs_watch`], [`cluster_watch`]: triggers from outside.
 
 pub mod cluster_watch;
+pub mod forward;
 pub mod fs_watch;
 pub mod http;
 pub mod lease;
@@ -137,35 +139,57 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
     let (rounds, records) = broadcast::channel(256);
     let source = Source::open(&config.source, &config.cache_dir, &config.auth)
         .map_err(|e| DaemonError::Source(e.to_string()))?;
+    // The Lease has its own token: it is released only once the loop has
+    // finished its round, so no other replica starts on a node still worked on.
+    let lease_stop = CancellationToken::new();
+    let webhook_listener = match &config.webhook {
+        Some((addr, _)) => Some(bind(*addr).await?),
+        None => None,
+    };
+    let elected = match (&config.leader_election, &cluster) {
+        (Some(lease_config), Some(cluster)) => {
+            let mut lease_config = lease_config.clone();
+            let pod_ip = std::env::var("POD_IP").ok();
+            lease_config.advertise = webhook_listener.as_ref().and_then(|(_, bound)| {
+                forward::advertise(lease_config.advertise.as_deref(), *bound, pod_ip.as_deref())
+            });
+            if webhook_listener.is_some() && lease_config.advertise.is_none() {
+                tracing::warn!(
+                    "the webhook's address for the other replicas is unknown (set POD_IP or --webhook-advertise-url): a webhook a follower receives reaches the leader only at its next poll"
+                );
+            }
+            let identity = lease_config.identity.clone();
+            let own = lease_config.advertise.clone();
+            let elected = lease::spawn(cluster.client.clone(), lease_config, lease_stop.clone());
+            Some((elected, identity, own))
+        }
+        _ => None,
+    };
+    let forward = elected.as_ref().map(|(e, identity, own)| {
+        forward::Forwarder::new(e.leading.clone(), e.leader_webhook.clone(), own.clone(), identity.clone())
+    });
     let state = |webhook: Option<Arc<webhook::WebhookConfig>>| http::HttpState {
         metrics: Arc::clone(&metrics),
         ready: Arc::clone(&ready),
         webhook,
         triggers: triggers.clone(),
+        forward: forward.clone(),
     };
     let metrics_addr = match config.metrics_addr {
-        Some(addr) => Some(serve(addr, http::ops_router(state(None)), &shutdown).await?),
+        Some(addr) => Some(serve(bind(addr).await?, http::ops_router(state(None)), &shutdown)),
         None => None,
     };
-    let webhook_addr = match &config.webhook {
-        Some((addr, verify)) => {
-            Some(serve(*addr, http::webhook_router(state(Some(Arc::new(verify.clone())))), &shutdown).await?)
+    let webhook_addr = match (webhook_listener, &config.webhook) {
+        (Some(listener), Some((_, verify))) => {
+            Some(serve(listener, http::webhook_router(state(Some(Arc::new(verify.clone())))), &shutdown))
         }
-        None => None,
+        _ => None,
     };
     let watcher = match source.watch_paths() {
         paths if paths.is_empty() => None,
         paths => Some(fs_watch::watch(&paths, triggers.clone()).map_err(|e| DaemonError::Watch(e.to_string()))?),
     };
-    // The Lease has its own token: it is released only once the loop has
-    // finished its round, so no other replica starts on a node still worked on.
-    let lease_stop = CancellationToken::new();
-    let leader = match (&config.leader_election, &cluster) {
-        (Some(lease_config), Some(cluster)) => {
-            Some(lease::spawn(cluster.client.clone(), lease_config.clone(), lease_stop.clone()))
-        }
-        _ => None,
-    };
+    let leader = elected.map(|(e, ..)| (e.leading, e.task));
     if let (true, Some(cluster)) = (config.watch_cluster, &cluster) {
         tokio::spawn(cluster_watch::run(cluster.client.clone(), triggers.clone(), shutdown.child_token()));
     }
@@ -204,20 +228,24 @@ struct Election {
     stop: CancellationToken,
 }
 
-async fn serve(
-    addr: SocketAddr,
-    router: axum::Router,
-    shutdown: &CancellationToken,
-) -> Result<SocketAddr, DaemonError> {
+async fn bind(addr: SocketAddr) -> Result<(tokio::net::TcpListener, SocketAddr), DaemonError> {
     let listener = tokio::net::TcpListener::bind(addr).await.map_err(|source| DaemonError::Listen { addr, source })?;
     let bound = listener.local_addr().map_err(|source| DaemonError::Listen { addr, source })?;
+    Ok((listener, bound))
+}
+
+fn serve(
+    (listener, bound): (tokio::net::TcpListener, SocketAddr),
+    router: axum::Router,
+    shutdown: &CancellationToken,
+) -> SocketAddr {
     let token = shutdown.clone();
     tokio::spawn(async move {
         if let Err(e) = http::serve(listener, router, token).await {
             tracing::error!(error = %e, "endpoint stopped");
         }
     });
-    Ok(bound)
+    bound
 }
 
 /// Rounds until shutdown: wait for work (and leadership), run it, repeat.

@@ -19,10 +19,16 @@
 //!   `leaseDurationSeconds: 1`, like client-go's ReleaseOnCancel), so a
 //!   follower takes over at its next try instead of waiting for expiry.
 //!
+//! - The leader advertises where its webhook answers in the Lease's
+//!   `winfleet.io/webhook-url` annotation; every replica publishes the
+//!   current holder's address ([`Elected::leader_webhook`]), so a follower
+//!   that receives a webhook hands it to the leader (`forward.rs`).
+//!
 //! The decisions (expiry, the spec to write) are pure functions in `spec.rs`; the task
 //! started by [`spawn`] does the requests. It never panics: every API error
 //! is logged and retried.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -43,6 +49,9 @@ use spec::{Timing, Verdict, claim, decide, expired, holder, released, timing};
 /// The Lease's default name.
 pub const DEFAULT_NAME: &str = "winfleet-leader";
 
+/// The Lease annotation in which the holder advertises its webhook's URL.
+pub const WEBHOOK_ANNOTATION: &str = "winfleet.io/webhook-url";
+
 /// Which Lease to hold, as whom, and how often to touch it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LeaseConfig {
@@ -59,6 +68,9 @@ pub struct LeaseConfig {
     pub renew_every: Duration,
     /// Try period while following, and after a failed renewal.
     pub retry_every: Duration,
+    /// Where this replica's webhook answers for the other replicas
+    /// (`http://10.128.2.7:8080`), written into the Lease while leading.
+    pub advertise: Option<String>,
 }
 
 impl LeaseConfig {
@@ -72,6 +84,7 @@ impl LeaseConfig {
             lease_duration: Duration::from_secs(15),
             renew_every: Duration::from_secs(5),
             retry_every: Duration::from_secs(2),
+            advertise: None,
         }
     }
 }
@@ -101,24 +114,32 @@ fn suffix() -> String {
     (0..5).filter_map(|_| ALPHABET.get(fastrand::usize(..ALPHABET.len())).map(|&b| char::from(b))).collect()
 }
 
-/// Runs the election until `shutdown` is cancelled. The receiver says
-/// whether this process leads right now; it turns false at once when
-/// leadership is lost or shutdown begins. On shutdown while holding the
-/// Lease, the task releases it before it ends.
-pub fn spawn(
-    client: Client,
-    config: LeaseConfig,
-    shutdown: CancellationToken,
-) -> (watch::Receiver<bool>, JoinHandle<()>) {
+/// A running election.
+pub struct Elected {
+    /// Whether this process leads right now; turns false at once when
+    /// leadership is lost or shutdown begins.
+    pub leading: watch::Receiver<bool>,
+    /// The webhook URL the current holder advertises, as last read (None:
+    /// no valid holder, or it advertises none).
+    pub leader_webhook: watch::Receiver<Option<String>>,
+    /// The election task; ends after shutdown (and the release).
+    pub task: JoinHandle<()>,
+}
+
+/// Runs the election until `shutdown` is cancelled. On shutdown while
+/// holding the Lease, the task releases it before it ends.
+pub fn spawn(client: Client, config: LeaseConfig, shutdown: CancellationToken) -> Elected {
     let (leading, rx) = watch::channel(false);
+    let (leader_webhook, webhook_rx) = watch::channel(None);
     let elector = Elector {
         api: Api::namespaced(client, &config.namespace),
         timing: timing(&config),
         config,
         leading,
+        leader_webhook,
         observed: None,
     };
-    (rx, tokio::spawn(elector.run(shutdown)))
+    Elected { leading: rx, leader_webhook: webhook_rx, task: tokio::spawn(elector.run(shutdown)) }
 }
 
 /// A failed Lease request (logged, then retried).
@@ -165,6 +186,7 @@ struct Elector {
     config: LeaseConfig,
     timing: Timing,
     leading: watch::Sender<bool>,
+    leader_webhook: watch::Sender<Option<String>>,
     /// The spec last read and when this process first saw it.
     observed: Option<(LeaseSpec, Instant)>,
 }
@@ -184,6 +206,15 @@ impl Elector {
 
     fn set_leading(&self, leading: bool) {
         self.leading.send_if_modified(|l| std::mem::replace(l, leading) != leading);
+    }
+
+    fn set_leader_webhook(&self, url: Option<String>) {
+        self.leader_webhook.send_if_modified(|u| {
+            *u != url && {
+                *u = url;
+                true
+            }
+        });
     }
 
     /// When this process first saw `spec`.
@@ -297,6 +328,7 @@ impl Elector {
                 metadata: ObjectMeta {
                     name: Some(name),
                     namespace: Some(self.config.namespace.clone()),
+                    annotations: advertised(None, self.config.advertise.as_deref()),
                     ..ObjectMeta::default()
                 },
                 spec: Some(claim(None, &me, self.timing.lease_seconds, Timestamp::now())),
@@ -304,6 +336,7 @@ impl Elector {
             return match self.api.create(&PostParams::default(), &lease).await {
                 Ok(stored) => {
                     self.observe(&stored.spec.unwrap_or_default());
+                    self.set_leader_webhook(self.config.advertise.clone());
                     Ok(Outcome::Leading)
                 }
                 Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Conflict),
@@ -314,12 +347,18 @@ impl Elector {
         let seen = self.observe(&old);
         let expired = expired(&old, seen, Instant::now());
         match decide(&old, expired, leading, &me, self.timing.lease_seconds, Timestamp::now()) {
-            Verdict::Held(holder) => Ok(Outcome::Held(holder)),
+            Verdict::Held(holder) => {
+                self.set_leader_webhook(webhook_of(&lease.metadata));
+                Ok(Outcome::Held(holder))
+            }
             Verdict::Write(spec) => {
                 lease.spec = Some(spec);
+                lease.metadata.annotations =
+                    advertised(lease.metadata.annotations.take(), self.config.advertise.as_deref());
                 match self.api.replace(&name, &PostParams::default(), &lease).await {
                     Ok(stored) => {
                         self.observe(&stored.spec.unwrap_or_default());
+                        self.set_leader_webhook(self.config.advertise.clone());
                         Ok(Outcome::Leading)
                     }
                     Err(kube::Error::Api(s)) if s.code == 409 => Ok(Outcome::Conflict),
@@ -351,9 +390,26 @@ impl Elector {
             return Ok(false);
         }
         lease.spec = Some(released(&old, Timestamp::now()));
+        lease.metadata.annotations = advertised(lease.metadata.annotations.take(), None);
         self.api.replace(name, &PostParams::default(), &lease).await.map_err(|e| self.api_error("updating", &e))?;
         Ok(true)
     }
+}
+
+/// The Lease's annotations with the webhook URL set to `url` (removed
+/// when None); None when nothing is left.
+fn advertised(annotations: Option<BTreeMap<String, String>>, url: Option<&str>) -> Option<BTreeMap<String, String>> {
+    let mut annotations = annotations.unwrap_or_default();
+    match url {
+        Some(url) => annotations.insert(WEBHOOK_ANNOTATION.to_owned(), url.to_owned()),
+        None => annotations.remove(WEBHOOK_ANNOTATION),
+    };
+    (!annotations.is_empty()).then_some(annotations)
+}
+
+/// The webhook URL a Lease's holder advertises.
+fn webhook_of(metadata: &ObjectMeta) -> Option<String> {
+    metadata.annotations.as_ref()?.get(WEBHOOK_ANNOTATION).filter(|u| !u.is_empty()).cloned()
 }
 
 /// Waits `period`; false if `shutdown` came first.
