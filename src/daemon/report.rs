@@ -31,6 +31,54 @@ pub struct StatusWriter {
     secrets: Vec<String>,
     /// The status as last rendered, and the (branch, path) it belongs to.
     previous: Option<(String, String, Status)>,
+    /// Drift corrected in rounds whose status could not be pushed, by
+    /// instance and MachineSet: carried into every status until one lands,
+    /// so no correction goes unrecorded on the branch.
+    unpushed: Unpushed,
+}
+
+/// Drift entries of statuses not pushed yet.
+#[derive(Debug, Default)]
+struct Unpushed {
+    instances: BTreeMap<String, Vec<String>>,
+    machine_sets: BTreeMap<String, Vec<String>>,
+}
+
+impl Unpushed {
+    /// Adds what `status` records as corrected.
+    fn remember(&mut self, status: &Status) {
+        let drifted = |from: &mut BTreeMap<String, Vec<String>>, name: &String, drift: &[String]| {
+            if !drift.is_empty() {
+                from.insert(name.clone(), drift.to_vec());
+            }
+        };
+        for (address, instance) in &status.instances {
+            drifted(&mut self.instances, address, &instance.drift);
+        }
+        for (name, set) in &status.machine_sets {
+            drifted(&mut self.machine_sets, name, &set.drift);
+        }
+    }
+
+    /// Puts the unpushed corrections into `status` (for objects it still
+    /// lists), ahead of what this round found.
+    fn carry_into(&self, status: &mut Status) {
+        fn merge(drift: &mut Vec<String>, earlier: &[String]) {
+            let mut merged = earlier.to_vec();
+            merged.extend(drift.drain(..).filter(|d| !earlier.contains(d)));
+            *drift = merged;
+        }
+        for (address, earlier) in &self.instances {
+            if let Some(instance) = status.instances.get_mut(address) {
+                merge(&mut instance.drift, earlier);
+            }
+        }
+        for (name, earlier) in &self.machine_sets {
+            if let Some(set) = status.machine_sets.get_mut(name) {
+                merge(&mut set.drift, earlier);
+            }
+        }
+    }
 }
 
 impl StatusWriter {
@@ -53,6 +101,7 @@ impl StatusWriter {
             pull_secret,
             secrets: Vec::new(),
             previous: None,
+            unpushed: Unpushed::default(),
         };
         writer.refresh_secrets();
         writer
@@ -95,7 +144,8 @@ impl StatusWriter {
             drift_mode: fleet.drift_mode,
             secrets: &self.secrets,
         };
-        let next = status::render(&previous, &input);
+        let mut next = status::render(&previous, &input);
+        self.unpushed.carry_into(&mut next);
         let commit = StatusCommit { files: status::to_files(&next), message: status::commit_message(attempted, &next) };
         self.previous = Some((target.branch.clone(), target.path.clone(), next));
         if target.url.is_empty() {
@@ -105,13 +155,20 @@ impl StatusWriter {
         let result =
             self.blocking(move |repo| publish::publish(repo, &target, &commit).map_err(|e| e.to_string())).await;
         match result {
-            Ok(Published::Unchanged) => None,
+            Ok(Published::Unchanged) => {
+                self.unpushed = Unpushed::default();
+                None
+            }
             Ok(Published::Committed { commit, attempts }) => {
                 tracing::info!(commit = %short(&commit), branch = %branch, attempts, "status committed");
+                self.unpushed = Unpushed::default();
                 Some(commit)
             }
             Err(e) => {
                 tracing::warn!(error = %e, branch = %branch, "cannot write status; the next round tries again");
+                if let Some((_, _, status)) = &self.previous {
+                    self.unpushed.remember(status);
+                }
                 None
             }
         }
@@ -198,4 +255,36 @@ fn phase_counts(status: &Status) -> BTreeMap<String, u64> {
     let counts = serde_json::to_value(status.summary.instances).unwrap_or_default();
     let fields = counts.as_object().into_iter().flatten();
     fields.filter_map(|(phase, n)| Some((phase.clone(), n.as_u64()?))).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::status::model::InstanceStatus;
+
+    fn status(drift: &[(&str, &[&str])]) -> Status {
+        let mut status = Status::default();
+        for (address, entries) in drift {
+            let instance = InstanceStatus {
+                address: (*address).to_owned(),
+                drift: entries.iter().map(|e| (*e).to_owned()).collect(),
+                ..InstanceStatus::default()
+            };
+            status.instances.insert((*address).to_owned(), instance);
+        }
+        status
+    }
+
+    #[test]
+    fn corrections_not_pushed_are_carried_until_a_status_lands() {
+        let mut unpushed = Unpushed::default();
+        unpushed.remember(&status(&[("10.0.0.1", &["write hosts.toml"]), ("10.0.0.2", &[])]));
+        unpushed.remember(&status(&[("10.0.0.3", &["remove registry x"])]));
+        let mut next = status(&[("10.0.0.1", &["set proxy", "write hosts.toml"]), ("10.0.0.2", &[])]);
+        unpushed.carry_into(&mut next);
+        let drift = |s: &Status, a: &str| s.instances[a].drift.clone();
+        assert_eq!(drift(&next, "10.0.0.1"), ["write hosts.toml", "set proxy"]);
+        assert!(drift(&next, "10.0.0.2").is_empty());
+        assert!(!next.instances.contains_key("10.0.0.3"), "an instance no longer listed is not brought back");
+    }
 }

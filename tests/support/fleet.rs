@@ -390,6 +390,15 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
     }
 
+    /// Stops (SIGSTOP) the sshd process serving the node's current
+    /// connection: it stays open and answers nothing until thawed.
+    pub fn freeze_session(&self) -> Frozen {
+        let pids = fs::read_to_string(self.dir.join("session.pids")).unwrap_or_default();
+        let Some(sshd) = pids.split_whitespace().next() else { panic!("no session recorded") };
+        assert!(Command::new("kill").args(["-STOP", sshd]).status().expect("kill").success());
+        Frozen { pid: sshd.to_owned() }
+    }
+
     /// Kills the node's current SSH session (the connection drops) and the
     /// script it runs with its children.
     pub fn cut_session(&self) {
@@ -397,6 +406,22 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         let mut pids = pids.split_whitespace();
         let (Some(sshd), Some(session)) = (pids.next(), pids.next()) else { panic!("no session recorded") };
         let _ = Command::new("kill").args(["-KILL", "--", &format!("-{session}"), sshd]).output();
+    }
+}
+
+/// A stopped sshd (see [`TestNode::freeze_session`]); continued on drop.
+pub struct Frozen {
+    pid: String,
+}
+
+impl Frozen {
+    /// Lets it answer again.
+    pub fn thaw(self) {}
+}
+
+impl Drop for Frozen {
+    fn drop(&mut self) {
+        let _ = Command::new("kill").args(["-CONT", &self.pid]).status();
     }
 }
 

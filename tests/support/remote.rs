@@ -139,3 +139,40 @@ impl GitSync {
         self.root.join("current")
     }
 }
+
+/// `git daemon` serving a [`Remote`]'s bare repository over git://, pushes
+/// allowed: unlike file://, where libgit2 writes the refs itself, a push
+/// here goes through git-receive-pack and runs the repository's hooks.
+pub struct GitDaemon {
+    child: std::process::Child,
+    /// `git://127.0.0.1:<port>/fleet.git`.
+    pub url: String,
+}
+
+impl GitDaemon {
+    /// Serves `remote` until dropped.
+    pub fn serve(remote: &Remote) -> Self {
+        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let base = remote.dir.path().display().to_string();
+        let child = Command::new("git")
+            .args(["daemon", "--reuseaddr", "--listen=127.0.0.1", &format!("--port={port}")])
+            .args([format!("--base-path={base}"), "--export-all".into(), "--enable=receive-pack".into(), base])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("git daemon");
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(std::time::Instant::now() < deadline, "git daemon did not listen on {port}");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Self { child, url: format!("git://127.0.0.1:{port}/fleet.git") }
+    }
+}
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
