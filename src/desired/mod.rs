@@ -146,6 +146,9 @@ fn load_parsed(snapshot: &Snapshot, parsed: parse::Parsed<'_>, options: LoadOpti
             Err(syntax) => diagnostics.push(syntax),
         }
     }
+    for configmap in &mut documents.configmaps {
+        configmap.value.order = data_order(snapshot, configmap);
+    }
     let desired = rules::check(documents, options, &mut diagnostics);
     locate_all(snapshot, &mut diagnostics);
     diagnostic::sort(&mut diagnostics);
@@ -298,6 +301,25 @@ pub(crate) fn plain(message: &str) -> String {
         out = format!("{number} is a decimal number{}", tail.replacen(", expected", "; expected", 1));
     }
     out
+}
+
+/// The keys of a ConfigMap's `data` in the order its file lists them
+/// (empty when the file cannot be read as text).
+fn data_order(snapshot: &Snapshot, doc: &Doc<kinds::configmap::InstancesConfigMap>) -> Vec<String> {
+    let text = snapshot.files.iter().find(|f| f.path == doc.path).and_then(|f| std::str::from_utf8(&f.bytes).ok());
+    let Some(positions) =
+        text.map(yaml::positions).and_then(|mut p| (doc.index < p.len()).then(|| p.swap_remove(doc.index)))
+    else {
+        return Vec::new();
+    };
+    let mut keys: Vec<(&(usize, usize), &String)> = doc
+        .value
+        .data
+        .keys()
+        .filter_map(|key| positions.get(&crate::diagnostic::child("/data", key)).map(|at| (at, key)))
+        .collect();
+    keys.sort();
+    keys.into_iter().map(|(_, key)| key.clone()).collect()
 }
 
 fn locate_all(snapshot: &Snapshot, diagnostics: &mut [Diagnostic]) {

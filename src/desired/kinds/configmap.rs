@@ -23,4 +23,19 @@ pub struct InstancesConfigMap {
     /// Accepted for objects copied from a cluster; has no effect here.
     #[serde(default)]
     pub immutable: Option<bool>,
+    /// The keys of `data` in the order the file lists them (filled in by
+    /// the loader; `data` itself is sorted), so a duplicate is reported at
+    /// its second appearance, not its second in sort order.
+    #[serde(skip)]
+    pub order: Vec<String>,
+}
+
+impl InstancesConfigMap {
+    /// The entries of `data` in file order (sorted when the order is unknown).
+    pub fn entries(&self) -> impl Iterator<Item = (&String, &String)> {
+        let known = self.order.len() == self.data.len();
+        let ordered = known.then(|| self.order.iter().filter_map(|k| self.data.get_key_value(k)));
+        let sorted = (!known).then(|| self.data.iter());
+        ordered.into_iter().flatten().chain(sorted.into_iter().flatten())
+    }
 }

@@ -42,7 +42,7 @@ pub fn collect(
     let mut seen = Seen::default();
     let mut drafts = Vec::new();
     for doc in configmaps {
-        for (key, value) in &doc.value.data {
+        for (key, value) in doc.value.entries() {
             let address = address(doc, Where::Key(key), key, &mut seen, diagnostics);
             let pointer = || child("/data", key);
             let username = match value.split_once('=') {
