@@ -122,3 +122,44 @@ async fn every_kubeconfig_entry_is_merged_as_kubectl_does() {
     assert!(err.contains(&format!("Cluster: {}", served.url)) || out.contains(&served.url), "{out}\n{err}");
     assert!(!err.contains("SSH-only"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_watch_reconnects_through_faults_and_a_node_added_meanwhile_still_triggers() {
+    use winfleet::daemon::cluster_watch;
+    use winfleet::daemon::trigger::Trigger;
+    let (api, _served, client) = served().await;
+    let (triggers, mut received) = tokio::sync::mpsc::unbounded_channel();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(cluster_watch::run(client, triggers, stop.clone()));
+    let windows = [("kubernetes.io/os", "windows")];
+    let next_change = async |received: &mut tokio::sync::mpsc::UnboundedReceiver<Trigger>| loop {
+        let trigger = tokio::time::timeout(std::time::Duration::from_secs(60), received.recv()).await;
+        match trigger.expect("a trigger within 60 s").expect("the watch runs") {
+            Trigger::ClusterChange { addresses } if !addresses.is_empty() => return addresses,
+            _ => {}
+        }
+    };
+    // The watch is open once a new Node is seen (one seeded before it
+    // opened is part of the initial listing, which triggers nothing).
+    let mut opened = false;
+    for i in 0..100 {
+        let address = format!("10.0.1.{i}");
+        api.seed(fixtures::node(&format!("win-early-{i}"), &[("InternalIP", &address)], true, &windows));
+        if tokio::time::timeout(std::time::Duration::from_millis(300), received.recv()).await.is_ok() {
+            opened = true;
+            break;
+        }
+    }
+    assert!(opened, "the watch never opened");
+
+    // Every watch ends (an API server restart); the reconnection meets two 503s.
+    api.fail("GET", "/api/v1/nodes", 503, None, 2);
+    api.drop_watches();
+    api.seed(fixtures::node("win-3", &[("InternalIP", "10.0.0.3")], true, &windows));
+    assert!(
+        next_change(&mut received).await.contains(&"10.0.0.3".to_owned()),
+        "the Node added while the watch was down is seen"
+    );
+    assert_eq!(api.faults_served().len(), 2, "the reconnection went through both faults");
+    stop.cancel();
+}

@@ -208,6 +208,12 @@ impl ApiServer {
         });
     }
 
+    /// Ends every open watch stream (an API server restart, a broken
+    /// connection): watchers must reconnect on their own.
+    pub fn drop_watches(&self) {
+        self.lock().drops.send_modify(|n| *n += 1);
+    }
+
     /// The faults served so far: (method, path, status).
     pub fn faults_served(&self) -> Vec<(String, String, u16)> {
         self.lock().faults_served.clone()

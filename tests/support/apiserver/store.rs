@@ -48,6 +48,8 @@ pub(crate) struct State {
     pub faults: Vec<super::Fault>,
     /// Faults served so far: (method, path, status).
     pub faults_served: Vec<(String, String, u16)>,
+    /// Bumped to end every open watch stream at once (`ApiServer::drop_watches`).
+    pub drops: tokio::sync::watch::Sender<u64>,
 }
 
 impl State {
@@ -67,6 +69,7 @@ impl State {
             ca: None,
             faults: Vec::new(),
             faults_served: Vec::new(),
+            drops: tokio::sync::watch::Sender::new(0),
         }
     }
 

@@ -10,6 +10,8 @@
 //! - selectors filter like the real cache: a MODIFIED object that starts
 //!   matching is sent as ADDED, one that stops matching as DELETED;
 //! - `timeoutSeconds` ends the stream (tokio time, so paused clocks work);
+//!   `ApiServer::drop_watches` ends every open stream at once, as an API
+//!   server restart or a broken connection would;
 //!   a watcher falling more than 1000 events behind gets 410 and the end.
 //!
 //! Periodic bookmarks are not sent.
@@ -82,6 +84,8 @@ struct Stream {
     rx: broadcast::Receiver<Arc<Event>>,
     deadline: Option<Instant>,
     done: bool,
+    /// Changes when the server drops every watch.
+    drops: tokio::sync::watch::Receiver<u64>,
 }
 
 /// Starts a watch: computes the initial events under the lock and
@@ -118,7 +122,7 @@ pub(crate) fn start(st: &State, spec: WatchSpec) -> Result<Body, ApiError> {
         }
     }
     let deadline = spec.timeout.map(|t| Instant::now() + t);
-    let stream = Stream { spec, queue, rx: st.tx.subscribe(), deadline, done };
+    let stream = Stream { spec, queue, rx: st.tx.subscribe(), deadline, done, drops: st.drops.subscribe() };
     let body = futures::stream::unfold(stream, |mut s| async move {
         loop {
             if let Some(b) = s.queue.pop_front() {
@@ -127,12 +131,16 @@ pub(crate) fn start(st: &State, spec: WatchSpec) -> Result<Body, ApiError> {
             if s.done {
                 return None;
             }
-            let received = match s.deadline {
-                Some(d) => tokio::select! {
-                    r = s.rx.recv() => r,
-                    () = tokio::time::sleep_until(d) => return None,
-                },
-                None => s.rx.recv().await,
+            let deadline = async {
+                match s.deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let received = tokio::select! {
+                r = s.rx.recv() => r,
+                () = deadline => return None,
+                _ = s.drops.changed() => return None,
             };
             match received {
                 Ok(ev) => {
