@@ -41,6 +41,8 @@ fn state(webhook: Option<WebhookConfig>) -> (HttpState, UnboundedReceiver<Trigge
         webhook: webhook.map(Arc::new),
         triggers,
         forward: None,
+        suspension: Default::default(),
+        control: None,
     };
     (state, received)
 }

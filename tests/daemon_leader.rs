@@ -93,8 +93,9 @@ async fn a_webhook_sent_to_either_replica_starts_a_round_on_the_leader() {
     // itself, and handles the next webhook itself.
     stop(a).await;
     let change = remote.push(&[("mirrors.yaml", &mirrors("mirror4.corp.example/quay"))], &[], "fourth mirror");
-    let record = next_commit(&mut b).await;
-    assert_eq!(record.revision, change, "b checks the source when it takes over");
+    assert_eq!(push_hook(&b).await, 202);
+    // Taking over, b checks the source: its first round may come before the push.
+    while next_commit(&mut b).await.revision != change {}
     let held = lease(&api);
     assert_eq!(held["spec"]["holderIdentity"], "b");
     assert_eq!(held["metadata"]["annotations"][WEBHOOK_ANNOTATION], format!("http://{}", b.webhook_addr.unwrap()));
@@ -131,4 +132,63 @@ async fn a_follower_that_cannot_reach_the_leader_still_accepts_and_the_leader_po
     assert_eq!(next_commit(&mut a).await.revision, change, "the leader's poll finds it");
     stop(b).await;
     stop(a).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_suspension_sent_to_the_follower_holds_on_the_leader_and_survives_the_handover() {
+    use winfleet::daemon::suspend::{ANNOTATION, ControlToken};
+    let fleet = TestFleet::start(1);
+    let remote = remote(&fleet, "");
+    let api = ApiServer::new();
+    let with_token = |identity: &str| Config {
+        leader_election: elect(identity),
+        control_token: Some(ControlToken::new(b"control")),
+        ..config(&remote)
+    };
+    let cluster = || Some(Cluster { client: api.client(), url: "in-memory".into() });
+    let mut a = daemon::start(with_token("a"), cluster(), pool(&fleet)).await.unwrap();
+    assert_eq!(next(&mut a.records).await.kind, RoundKind::Commit);
+    let mut b = daemon::start(with_token("b"), cluster(), pool(&fleet)).await.unwrap();
+    wait_ready(&b).await;
+
+    let bearer = [("Authorization", "Bearer control".to_owned())];
+    let control = |handle: &Handle, path: &'static str, body: &'static [u8]| {
+        let addr = handle.webhook_addr.unwrap();
+        let headers = bearer.clone();
+        async move {
+            let mut answer = (0, String::new());
+            for _ in 0..100 {
+                answer = post_to(addr, path, &headers, body).await;
+                if answer.0 != 503 {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            answer
+        }
+    };
+    let (status, text) = control(&b, "/suspend", b"maintenance window").await;
+    assert_eq!((status, text.as_str()), (200, "suspended: maintenance window"), "handed to the leader");
+    // The leader writes it into the Lease at its next renewal.
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while lease(&api)["metadata"]["annotations"][ANNOTATION] != "maintenance window" {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
+    .expect("the suspension reaches the Lease");
+
+    // The leader stops; b takes over, still suspended: a new commit is not applied.
+    stop(a).await;
+    let change = remote.push(&[("mirrors.yaml", &mirrors("mirror2.corp.example/quay"))], &[], "new mirror");
+    assert_eq!(push_hook(&b).await, 202);
+    // b's first round may be of the head before the push (taking over, it checks the source).
+    while next_commit(&mut b).await.revision != change {}
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror.corp.example/v2/quay"), "suspended after the handover");
+    let (status, text) = control(&b, "/resume", b"").await;
+    assert_eq!((status, text.as_str()), (200, "resumed"));
+    let record = next_commit(&mut b).await;
+    assert_eq!((record.revision.as_str(), record.changed), (change.as_str(), 1));
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"));
+    stop(b).await;
 }

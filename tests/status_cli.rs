@@ -46,6 +46,7 @@ fn status(nodes: Vec<NodeReport>, invalid: &[String]) -> Status {
         drift_check: false,
         drift_mode: DriftMode::Correct,
         secrets: &[],
+        suspended_by: None,
     };
     render(&Status::default(), &input)
 }

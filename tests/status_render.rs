@@ -70,6 +70,7 @@ impl Round {
             drift_check: self.drift_check,
             drift_mode: self.drift_mode,
             secrets: &self.secrets,
+            suspended_by: None,
         };
         render(previous, &input)
     }
@@ -521,6 +522,7 @@ fn the_round_input_debug_leaves_the_secrets_out() {
         drift_check: false,
         drift_mode: DriftMode::Correct,
         secrets: &r.secrets,
+        suspended_by: None,
     };
     let debug = format!("{input:?}");
     assert!(!debug.contains("s3cr3t"), "{debug}");

@@ -3,6 +3,7 @@
 //! binary.
 
 mod apply;
+mod control;
 mod live;
 mod load;
 pub mod output;
@@ -51,6 +52,12 @@ enum Command {
     /// Work with a payload directory (the node files WMCO ships under /payload).
     #[command(subcommand)]
     Payload(payload::PayloadCommand),
+    /// Tell the running daemon to change nothing until resumed: rounds still observe and report
+    /// drift; a round in progress starts no further node (emergency stop; the Fleet's
+    /// spec.suspend does the same through Git).
+    Suspend(control::ControlArgs),
+    /// Tell the running daemon to go on: it applies the revision in force at once.
+    Resume(control::ControlArgs),
 }
 
 /// Where the repository is and which revision to read.
@@ -270,6 +277,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Payload(command) => payload::run(&command),
+        Command::Suspend(args) => control::run(&args, true),
+        Command::Resume(args) => control::run(&args, false),
     }
 }
 

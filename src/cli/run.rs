@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use winfleet::daemon::lease::{self, LeaseConfig};
 use winfleet::daemon::source::SourceConfig;
+use winfleet::daemon::suspend::ControlToken;
 use winfleet::daemon::webhook::WebhookConfig;
 use winfleet::daemon::{self, Config};
 use winfleet::desired::rules::fleet::parse_duration;
@@ -78,6 +79,10 @@ pub struct RunArgs {
     /// the webhooks it receives to the leader (default: http://$POD_IP:<webhook port>).
     #[arg(long, value_name = "URL", env = "WINFLEET_WEBHOOK_ADVERTISE_URL")]
     webhook_advertise_url: Option<String>,
+    /// Turns on `POST /suspend` and `POST /resume` on the webhook port (winfleet suspend/resume),
+    /// authenticated with the bearer token in this file.
+    #[arg(long, value_name = "FILE", env = "WINFLEET_CONTROL_TOKEN_FILE")]
+    control_token_file: Option<PathBuf>,
     /// Seconds running node scripts may take to finish after SIGTERM.
     #[arg(long, value_name = "SECS", env = "WINFLEET_SHUTDOWN_TIMEOUT", default_value_t = 25)]
     shutdown_timeout: u64,
@@ -142,7 +147,12 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
     };
     let (author_name, author_email) = author(&args.status_author)?;
     let pull_secret = args.round.pull_secret.as_deref().map(load::pull_secret).transpose()?;
+    let control_token = match &args.control_token_file {
+        Some(file) => Some(ControlToken::from_file(file).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
     Ok(Config {
+        control_token,
         source,
         auth: args.git.auth(),
         cache_dir: args.cache_dir.clone(),

@@ -77,6 +77,10 @@ fn table(status: &Status) -> String {
     let _ = writeln!(out, "Applied revision:   {}", s.last_applied_revision.as_deref().unwrap_or("(none)"));
     let _ = writeln!(out, "Attempted revision: {}", s.last_attempted_revision.as_deref().unwrap_or("(none)"));
     let _ = writeln!(out, "Last round:         {:?}", s.last_round);
+    if let Some(suspended) = &s.suspended {
+        let since = short(Some(&suspended.since_revision));
+        let _ = writeln!(out, "Suspended:          since {since}, by {}; nothing is changed", one_line(&suspended.by));
+    }
     let _ = writeln!(
         out,
         "Instances:          {} ready, {} progressing, {} drifted, {} waiting, {} failed, {} unknown",

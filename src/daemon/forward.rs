@@ -112,9 +112,15 @@ impl Forwarder {
         }
     }
 
-    /// Sends the request to the leader; its answer's text on success.
-    pub async fn forward(&self, url: &str, headers: &HeaderMap, body: Bytes) -> Result<String, ForwardError> {
-        let target = format!("{}/webhook", url.trim_end_matches('/'));
+    /// Sends the request to `path` at the leader; its answer's text on success.
+    pub async fn forward(
+        &self,
+        url: &str,
+        path: &str,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Result<String, ForwardError> {
+        let target = format!("{}{path}", url.trim_end_matches('/'));
         let bad_url = |reason: String| ForwardError::Url { url: url.to_owned(), reason };
         if !target.starts_with("http://") {
             return Err(bad_url("only http:// URLs are forwarded to (the replicas talk inside the cluster)".into()));
@@ -210,7 +216,7 @@ mod tests {
     #[tokio::test]
     async fn only_http_urls_are_forwarded_to() {
         let f = forwarder(false, None);
-        let error = f.forward("https://10.0.0.2:8443", &HeaderMap::new(), Bytes::new()).await.unwrap_err();
+        let error = f.forward("https://10.0.0.2:8443", "/webhook", &HeaderMap::new(), Bytes::new()).await.unwrap_err();
         assert!(error.to_string().contains("only http://"), "{error}");
     }
 }

@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::forward::{Forwarder, Route};
 use super::metrics::Metrics;
+use super::suspend::{ControlToken, Suspension};
 use super::trigger::{Trigger, TriggerSender};
 use super::webhook::{self, MAX_BODY_BYTES, Verdict, WebhookConfig};
 
@@ -42,6 +43,10 @@ pub struct HttpState {
     pub triggers: TriggerSender,
     /// With leader election: hands a follower's webhooks to the leader.
     pub forward: Option<Forwarder>,
+    /// The out-of-band suspension `POST /suspend` and `POST /resume` change.
+    pub suspension: Suspension,
+    /// The token those need; None turns them off.
+    pub control: Option<ControlToken>,
 }
 
 /// `GET /healthz`, `GET /readyz` and `GET /metrics`.
@@ -53,11 +58,15 @@ pub fn ops_router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// `POST /webhook` (and `POST /`), with bodies limited to 1 MiB.
+/// `POST /webhook` (and `POST /`), with bodies limited to 1 MiB; and
+/// `POST /suspend`, `POST /resume` (see [`super::suspend`]), on this port
+/// because the replicas reach each other's here.
 pub fn webhook_router(state: HttpState) -> Router {
     Router::new()
         .route("/webhook", post(receive))
         .route("/", post(receive))
+        .route("/suspend", post(suspend))
+        .route("/resume", post(resume))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
 }
@@ -123,7 +132,7 @@ async fn hand_over(
             );
             None
         }
-        Route::Leader(url) => match forwarder.forward(&url, headers, body).await {
+        Route::Leader(url) => match forwarder.forward(&url, "/webhook", headers, body).await {
             Ok(_) => {
                 tracing::info!(leader = %url, "webhook handed to the leader");
                 Some(("forwarded", StatusCode::ACCEPTED, "accepted; handed to the leader".to_owned()))
@@ -181,6 +190,63 @@ fn answer(
         Verdict::BadRequest(reason) => {
             tracing::info!(%reason, "webhook refused: bad request");
             ("bad_request", StatusCode::BAD_REQUEST, reason)
+        }
+    }
+}
+
+async fn suspend(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -> (StatusCode, String) {
+    let reason = String::from_utf8_lossy(&body).into_owned();
+    control(&state, &headers, "/suspend", Some(reason), body).await
+}
+
+async fn resume(State(state): State<HttpState>, headers: HeaderMap, body: Bytes) -> (StatusCode, String) {
+    control(&state, &headers, "/resume", None, body).await
+}
+
+/// Suspends or resumes here, or hands the request to the leader.
+async fn control(
+    state: &HttpState,
+    headers: &HeaderMap,
+    path: &str,
+    reason: Option<String>,
+    body: Bytes,
+) -> (StatusCode, String) {
+    let Some(token) = &state.control else {
+        let message = "suspend and resume are off: start winfleet run with --control-token-file";
+        return (StatusCode::FORBIDDEN, message.to_owned());
+    };
+    if !token.admits(headers) {
+        tracing::warn!(path, "control request refused: missing or wrong bearer token");
+        return (StatusCode::UNAUTHORIZED, "unauthorized".to_owned());
+    }
+    if let Some(forwarder) = &state.forward {
+        match forwarder.route(headers) {
+            Route::Here => {}
+            Route::NoLeader => {
+                return (StatusCode::SERVICE_UNAVAILABLE, "no leader is known yet; try again".to_owned());
+            }
+            Route::Leader(url) => {
+                return match forwarder.forward(&url, path, headers, body).await {
+                    Ok(answer) => (StatusCode::OK, answer),
+                    Err(e) => (StatusCode::BAD_GATEWAY, format!("{e}; try again")),
+                };
+            }
+        }
+    }
+    let changed = state.suspension.set(reason.as_deref());
+    match state.suspension.reason() {
+        Some(reason) => {
+            if changed {
+                tracing::warn!(%reason, "suspended: rounds observe and report, and change nothing");
+            }
+            (StatusCode::OK, format!("suspended: {reason}"))
+        }
+        None => {
+            if changed {
+                tracing::warn!("resumed: the revision in force is applied now");
+                let _ = state.triggers.send(Trigger::Resumed);
+            }
+            (StatusCode::OK, "resumed".to_owned())
         }
     }
 }

@@ -29,6 +29,7 @@ pub mod round;
 pub mod schedule;
 pub mod scope;
 pub mod source;
+pub mod suspend;
 pub mod trigger;
 pub mod webhook;
 
@@ -93,6 +94,8 @@ pub struct Config {
     pub payload_dir: Option<PathBuf>,
     /// How joins of new nodes run.
     pub join: crate::cluster::join::JoinOptions,
+    /// The bearer token of `POST /suspend` and `POST /resume`; None turns them off.
+    pub control_token: Option<suspend::ControlToken>,
 }
 
 /// A running daemon.
@@ -146,6 +149,11 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
         Some((addr, _)) => Some(bind(*addr).await?),
         None => None,
     };
+    // With leader election the Lease keeps the suspension; without, a file.
+    let suspension = match (&config.leader_election, &cluster) {
+        (Some(_), Some(_)) => suspend::Suspension::new(),
+        _ => suspend::Suspension::persisted(&config.cache_dir.join("suspended")),
+    };
     let elected = match (&config.leader_election, &cluster) {
         (Some(lease_config), Some(cluster)) => {
             let mut lease_config = lease_config.clone();
@@ -160,7 +168,8 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
             }
             let identity = lease_config.identity.clone();
             let own = lease_config.advertise.clone();
-            let elected = lease::spawn(cluster.client.clone(), lease_config, lease_stop.clone());
+            let elected =
+                lease::spawn_with(cluster.client.clone(), lease_config, lease_stop.clone(), Some(suspension.clone()));
             Some((elected, identity, own))
         }
         _ => None,
@@ -174,6 +183,8 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
         webhook,
         triggers: triggers.clone(),
         forward: forward.clone(),
+        suspension: suspension.clone(),
+        control: config.control_token.clone(),
     };
     let metrics_addr = match config.metrics_addr {
         Some(addr) => Some(serve(bind(addr).await?, http::ops_router(state(None)), &shutdown)),
@@ -197,7 +208,8 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
     let sender = triggers.clone();
     let now = Instant::now();
     let schedule = Schedule::new(now, config.poll_interval, Duration::from_secs(600), config.seed);
-    let daemon = Daemon::new(config, source, cluster, pool, Arc::clone(&metrics), ready, rounds);
+    let daemon = Daemon::new(config, source, cluster, pool, Arc::clone(&metrics), ready, rounds)
+        .with_suspension(suspension.clone());
     let election = Election { leader: leader.as_ref().map(|(rx, _)| rx.clone()), stop: lease_stop };
     let lease_task = leader.map(|(_, task)| task);
     let task = tokio::spawn(async move {
@@ -299,6 +311,16 @@ async fn run_loop(
                     stop.cancel();
                 })
             });
+            // Suspending stops taking work too: the node scripts running
+            // finish, no new node is started.
+            let suspended = (daemon.suspension().reason().is_none()).then(|| {
+                let mut suspension = daemon.suspension().subscribe();
+                let stop = stop.clone();
+                tokio::spawn(async move {
+                    let _ = suspension.wait_for(Option::is_some).await;
+                    stop.cancel();
+                })
+            });
             let grace = daemon.shutdown_timeout();
             let round = daemon.run(work, &mut schedule, &stop);
             tokio::pin!(round);
@@ -311,7 +333,7 @@ async fn run_loop(
                     }
                 }
             }
-            if let Some(task) = lost {
+            for task in [lost, suspended].into_iter().flatten() {
                 task.abort();
             }
             if shutdown.is_cancelled() {

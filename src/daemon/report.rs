@@ -125,6 +125,7 @@ impl StatusWriter {
         invalid: &[String],
         report: Option<&RoundReport>,
         drift_check: bool,
+        suspended_by: Option<&str>,
     ) -> Option<String> {
         let defaults = FleetSettings::default();
         let fleet = applied.as_ref().map_or(&defaults, |(_, d)| &d.fleet);
@@ -143,6 +144,7 @@ impl StatusWriter {
             drift_check,
             drift_mode: fleet.drift_mode,
             secrets: &self.secrets,
+            suspended_by,
         };
         let mut next = status::render(&previous, &input);
         self.unpushed.carry_into(&mut next);

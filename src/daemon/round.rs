@@ -92,6 +92,7 @@ pub struct Daemon {
     /// Its diagnostics when it is invalid.
     invalid: Vec<String>,
     status: StatusWriter,
+    suspension: super::suspend::Suspension,
     /// The payload last read from `--payload-dir`.
     payload: PayloadCache,
 }
@@ -128,7 +129,29 @@ impl Daemon {
             invalid: Vec::new(),
             status,
             payload,
+            suspension: super::suspend::Suspension::new(),
         }
+    }
+
+    /// The out-of-band suspension this daemon follows.
+    pub(crate) fn suspension(&self) -> &super::suspend::Suspension {
+        &self.suspension
+    }
+
+    /// Follows this out-of-band suspension (`winfleet suspend`).
+    pub fn with_suspension(mut self, suspension: super::suspend::Suspension) -> Self {
+        self.suspension = suspension;
+        self
+    }
+
+    /// Who suspended winfleet, while it is: `winfleet suspend`, or the
+    /// Fleet's `spec.suspend` in the revision in force.
+    fn suspended_by(&self) -> Option<String> {
+        if let Some(reason) = self.suspension.reason() {
+            return Some(format!("winfleet suspend: {reason}"));
+        }
+        let by_fleet = self.applied.as_ref().is_some_and(|a| a.desired.fleet.suspend);
+        by_fleet.then(|| "spec.suspend in the Fleet".to_owned())
     }
 
     /// How long running work may take to finish on shutdown.
@@ -151,7 +174,9 @@ impl Daemon {
             }
         }
         // No new valid revision: the rest of the work runs on the one in force.
-        let record = if work.drift {
+        let record = if work.resume {
+            self.full_round(RoundKind::Commit, schedule, &work, stop).await
+        } else if work.drift {
             self.full_round(RoundKind::Drift, schedule, &work, stop).await
         } else if !work.retry.is_empty() || !work.cluster.is_empty() {
             self.nodes_round(schedule, &work, stop).await
@@ -367,8 +392,12 @@ impl Daemon {
         let started = Instant::now();
         let revision = self.applied.as_ref().map(|a| a.revision.clone()).unwrap_or_default();
         let warn_only = kind == RoundKind::Drift && desired.fleet.drift_mode == DriftMode::Warn;
+        let suspended = self.suspended_by();
+        if let Some(by) = &suspended {
+            tracing::info!(%by, "suspended: this round observes and reports, and changes nothing");
+        }
         let options = Options {
-            dry_run: warn_only,
+            dry_run: warn_only || suspended.is_some(),
             max_parallel: self.config.max_parallel.unwrap_or(desired.fleet.max_parallel).max(1) as usize,
             whole_fleet,
             rollout: RolloutOptions {
@@ -395,7 +424,7 @@ impl Daemon {
         })
         .await;
         let applied_at = Instant::now();
-        let (changed, failed) = self.after_round(&report, kind, schedule);
+        let (changed, failed) = self.after_round(&report, kind, schedule, suspended.is_some());
         let result = if failed > 0 { "failed" } else { "succeeded" };
         self.metrics.round_finished(result, started.elapsed());
         tracing::info!(
@@ -421,10 +450,16 @@ impl Daemon {
     }
 
     /// Back-off per node and the metrics of a round; (changed, failed).
-    fn after_round(&self, report: &RoundReport, kind: RoundKind, schedule: &mut Schedule) -> (usize, usize) {
+    fn after_round(
+        &self,
+        report: &RoundReport,
+        kind: RoundKind,
+        schedule: &mut Schedule,
+        suspended: bool,
+    ) -> (usize, usize) {
         let now = Instant::now();
-        let warn = self.applied.as_ref().is_some_and(|a| a.desired.fleet.drift_mode == DriftMode::Warn);
-        for (address, outcome) in node_outcomes(report, kind == RoundKind::Drift, warn) {
+        let warn = suspended || self.applied.as_ref().is_some_and(|a| a.desired.fleet.drift_mode == DriftMode::Warn);
+        for (address, outcome) in node_outcomes(report, kind == RoundKind::Drift || suspended, warn) {
             schedule.node_done(address, outcome, now);
         }
         let processed = report.nodes.iter().filter(|n| !matches!(n.result, NodeResult::Pending));
@@ -462,7 +497,9 @@ impl Daemon {
     async fn write_status(&mut self, report: Option<&RoundReport>, drift_check: bool) -> Option<String> {
         let applied = self.applied.as_ref().map(|a| (a.revision.clone(), Arc::clone(&a.desired)));
         let attempted = self.attempted.clone().unwrap_or_default();
-        let published = self.status.write(&attempted, applied, &self.invalid, report, drift_check).await;
+        let suspended_by = self.suspended_by();
+        let published =
+            self.status.write(&attempted, applied, &self.invalid, report, drift_check, suspended_by.as_deref()).await;
         if let Some(counts) = self.status.phase_counts() {
             self.metrics.set_nodes_by_phase(&counts);
         }

@@ -37,11 +37,13 @@ pub struct Work {
     pub cluster: BTreeSet<Vec<String>>,
     /// The earliest webhook delivery merged into this work.
     pub webhook_received: Option<Instant>,
+    /// Resumed: apply the revision in force to the whole fleet.
+    pub resume: bool,
 }
 
 impl Work {
     fn is_empty(&self) -> bool {
-        !self.check_source && !self.drift && self.retry.is_empty() && self.cluster.is_empty()
+        !self.check_source && !self.drift && !self.resume && self.retry.is_empty() && self.cluster.is_empty()
     }
 
     fn merge(&mut self, trigger: Trigger) {
@@ -52,6 +54,10 @@ impl Work {
                 self.webhook_received = Some(self.webhook_received.map_or(received, |r| r.min(received)));
             }
             Trigger::Drift => self.drift = true,
+            Trigger::Resumed => {
+                self.resume = true;
+                self.check_source = true;
+            }
             Trigger::ClusterChange { addresses } => {
                 self.cluster.insert(addresses);
             }
@@ -223,7 +229,7 @@ impl Schedule {
 /// or the next drift check). Nodes the round says nothing new about are
 /// absent.
 pub fn node_outcomes(report: &RoundReport, drift_check: bool, warn: bool) -> BTreeMap<&str, NodeOutcome> {
-    let ctx = Context { round: report, drift_check, warn, at_revision: true };
+    let ctx = Context { round: report, drift_check, warn, at_revision: true, suspended: false };
     report
         .nodes
         .iter()

@@ -262,7 +262,7 @@ fn status_and_schedule_agree_on_every_outcome_kind() {
     ];
     for (name, node, cluster, status, schedule) in rows {
         let report = RoundReport { dry_run: false, nodes: vec![node], cluster };
-        let ctx = Context { round: &report, drift_check: false, warn: false, at_revision: true };
+        let ctx = Context { round: &report, drift_check: false, warn: false, at_revision: true, suspended: false };
         let verdict = verdict::instance(&report.nodes[0], ctx);
         assert_eq!(verdict.as_ref().map(|v| (v.reason, v.class)), status, "{name}: status");
         assert_eq!(node_outcomes(&report, false, false).get(A).copied(), schedule, "{name}: schedule");

@@ -19,6 +19,8 @@ pub enum Trigger {
     FsChange,
     /// The drift interval elapsed: re-observe every node.
     Drift,
+    /// `winfleet resume`: apply the revision in force now.
+    Resumed,
     /// A Windows Node or Machine appeared in the cluster.
     ClusterChange {
         /// Its addresses (InternalIP, hostnames), to find its instance.

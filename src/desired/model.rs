@@ -110,6 +110,8 @@ pub struct FleetSettings {
     pub services_config_map: Option<String>,
     /// systemd unit directory on posix nodes.
     pub services_posix_dir: String,
+    /// `spec.suspend`: change nothing, observe and report.
+    pub suspend: bool,
 }
 
 impl Default for FleetSettings {
@@ -130,6 +132,7 @@ impl Default for FleetSettings {
             status_path: "status".into(),
             payload_digest: None,
             payload_posix_dir: "/var/lib/winfleet".into(),
+            suspend: false,
             services_config_map: None,
             services_posix_dir: "/etc/systemd/system".into(),
         }

@@ -49,6 +49,10 @@ pub fn machine_set(name: &str, ctx: Context<'_>) -> Option<Verdict<MachineSetPha
                 Verdict::error(Failed, "ApplyFailed", format!("write failed: {reason}"), ErrorClass::Transient);
             Some(Verdict { drift, ..verdict })
         }
+        None if dry_run && ctx.suspended => {
+            let message = "changes pending; winfleet is suspended: nothing was changed";
+            Some(Verdict { drift: drift_lines(&report.change), ..Verdict::new(Drifted, "Suspended", message) })
+        }
         None if dry_run && ctx.drift_check && ctx.warn => {
             if !ctx.at_revision {
                 return None;

@@ -45,6 +45,19 @@ pub struct Summary {
     /// Why nobody is deconfigured (the mass-removal guard).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deconfigure_refused: Option<String>,
+    /// Set while winfleet changes nothing: rounds observe and report drift.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspended: Option<Suspended>,
+}
+
+/// `summary.yaml`'s `suspended`: since when, and who asked.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, rename_all = "camelCase")]
+pub struct Suspended {
+    /// The newest revision seen when the suspension began.
+    pub since_revision: String,
+    /// `spec.suspend` (the Fleet), or `winfleet suspend` and its reason.
+    pub by: String,
 }
 
 /// A node that left the repository, in `summary.yaml`.

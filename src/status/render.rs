@@ -8,7 +8,7 @@ use crate::reconcile::report::RoundReport;
 use super::machineset;
 use super::model::{
     Condition, ConditionType, InstancePhase, InstanceStatus, Invalid, MachineSetPhase, MachineSetStatus, RoundResult,
-    Status, Summary,
+    Status, Summary, Suspended,
 };
 use super::redact::redact;
 use super::summary::{instance_counts, machine_set_counts, round_result};
@@ -40,6 +40,8 @@ pub struct RoundInput<'a> {
     pub drift_mode: DriftMode,
     /// Text that must never appear in any file (pull-secret auths, tokens).
     pub secrets: &'a [String],
+    /// Who suspended winfleet, while it is (the round was a dry run).
+    pub suspended_by: Option<&'a str>,
 }
 
 impl std::fmt::Debug for RoundInput<'_> {
@@ -55,6 +57,7 @@ impl std::fmt::Debug for RoundInput<'_> {
             .field("drift_check", &self.drift_check)
             .field("drift_mode", &self.drift_mode)
             .field("secrets", &format_args!("[{} redacted]", self.secrets.len()))
+            .field("suspended_by", &self.suspended_by)
             .finish()
     }
 }
@@ -117,7 +120,15 @@ pub fn render(previous: &Status, input: &RoundInput<'_>) -> Status {
 }
 
 fn context<'a>(input: &RoundInput<'_>, round: &'a RoundReport, at_revision: bool) -> Context<'a> {
-    Context { round, drift_check: input.drift_check, warn: input.drift_mode == DriftMode::Warn, at_revision }
+    // Suspended, every round is a dry run that reports drift.
+    let suspended = input.suspended_by.is_some();
+    Context {
+        round,
+        drift_check: input.drift_check || suspended,
+        warn: input.drift_mode == DriftMode::Warn || suspended,
+        at_revision,
+        suspended,
+    }
 }
 
 fn summary(previous: &Summary, input: &RoundInput<'_>, status: &Status) -> Summary {
@@ -130,8 +141,17 @@ fn summary(previous: &Summary, input: &RoundInput<'_>, status: &Status) -> Summa
     };
     let last_round =
         if invalid.is_some() { RoundResult::Invalid } else { input.report.and_then(round_result).unwrap_or(kept) };
+    let suspended = input.suspended_by.map(|by| match &previous.suspended {
+        Some(before) if before.by == by => before.clone(),
+        _ => Suspended { since_revision: input.attempted.to_owned(), by: by.to_owned() },
+    });
+    // Suspended, a new revision is seen and checked but not applied.
+    let last_applied_revision = match &suspended {
+        Some(_) => previous.last_applied_revision.clone(),
+        None => input.applied.map(str::to_owned),
+    };
     Summary {
-        last_applied_revision: input.applied.map(str::to_owned),
+        last_applied_revision,
         last_attempted_revision: Some(input.attempted.to_owned()),
         last_round,
         instances: instance_counts(&status.instances),
@@ -145,6 +165,7 @@ fn summary(previous: &Summary, input: &RoundInput<'_>, status: &Status) -> Summa
             Some(cluster) => cluster.deconfigure_refused.clone(),
             None => previous.deconfigure_refused.clone(),
         },
+        suspended,
     }
 }
 

@@ -27,6 +27,7 @@
 //! | its upgrade stopped (the node stays cordoned)           | Failed      | `UpgradeFailed`        | `transient`, Stalled |
 //! | upgraded                                                | Ready       | `Upgraded`             | —           |
 //! | drift found in a warn-mode drift check (dry run)        | Drifted     | `DriftDetected`        | —           |
+//! | changes found while winfleet is suspended (dry run)     | Drifted     | `Suspended`            | —           |
 //! | drift found and corrected                               | Ready       | `DriftCorrected`       | —           |
 //! | in sync (after a reboot too)                            | Ready       | `InSync`               | —           |
 //!
@@ -77,6 +78,8 @@ pub struct Context<'a> {
     pub warn: bool,
     /// It was already at the applied revision before the round.
     pub at_revision: bool,
+    /// winfleet is suspended: the round was a dry run, whatever it found.
+    pub suspended: bool,
 }
 
 impl<P> Verdict<P> {
@@ -143,6 +146,11 @@ pub fn instance(node: &NodeReport, ctx: Context<'_>) -> Option<Verdict<InstanceP
         Vec::new()
     };
     if dry_run && !operations.is_empty() {
+        if ctx.suspended {
+            let message = format!("{} change(s) pending; winfleet is suspended: nothing was changed", operations.len());
+            let pending = operations.iter().map(|op| op.operation.headline()).collect();
+            return Some(Verdict { drift: pending, ..Verdict::new(InstancePhase::Drifted, "Suspended", message) });
+        }
         if !(ctx.drift_check && ctx.warn) {
             let message = format!("{} change(s) planned; nothing applied (dry run)", operations.len());
             return Some(Verdict::new(InstancePhase::Progressing, "ChangesPlanned", message));

@@ -70,6 +70,7 @@ pub fn config(remote: &Remote) -> Config {
         seed: 42,
         payload_dir: None,
         join: Default::default(),
+        control_token: None,
     }
 }
 
@@ -118,9 +119,14 @@ pub async fn post(addr: SocketAddr, headers: &[(&str, String)], body: &[u8]) -> 
 
 /// POSTs to the webhook; the HTTP status and the answer's body.
 pub async fn post_answer(addr: SocketAddr, headers: &[(&str, String)], body: &[u8]) -> (u16, String) {
+    post_to(addr, "/webhook", headers, body).await
+}
+
+/// POSTs to `path`; the HTTP status and the answer's body.
+pub async fn post_to(addr: SocketAddr, path: &str, headers: &[(&str, String)], body: &[u8]) -> (u16, String) {
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     let mut request =
-        format!("POST /webhook HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+        format!("POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
     for (name, value) in headers {
         request.push_str(&format!("{name}: {value}\r\n"));
     }

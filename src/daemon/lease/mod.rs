@@ -44,6 +44,8 @@ use tracing::{debug, info, warn};
 
 mod spec;
 
+use super::suspend::{ANNOTATION as SUSPENDED, Suspension};
+
 use spec::{Timing, Verdict, claim, decide, expired, holder, released, timing};
 
 /// The Lease's default name.
@@ -129,6 +131,18 @@ pub struct Elected {
 /// Runs the election until `shutdown` is cancelled. On shutdown while
 /// holding the Lease, the task releases it before it ends.
 pub fn spawn(client: Client, config: LeaseConfig, shutdown: CancellationToken) -> Elected {
+    spawn_with(client, config, shutdown, None)
+}
+
+/// [`spawn`], keeping `suspension` in the Lease: the leader writes it into
+/// the `winfleet.io/suspended` annotation at every renewal, a follower
+/// adopts what it reads (so a new leader stays suspended).
+pub fn spawn_with(
+    client: Client,
+    config: LeaseConfig,
+    shutdown: CancellationToken,
+    suspension: Option<Suspension>,
+) -> Elected {
     let (leading, rx) = watch::channel(false);
     let (leader_webhook, webhook_rx) = watch::channel(None);
     let elector = Elector {
@@ -137,6 +151,7 @@ pub fn spawn(client: Client, config: LeaseConfig, shutdown: CancellationToken) -
         config,
         leading,
         leader_webhook,
+        suspension,
         observed: None,
     };
     Elected { leading: rx, leader_webhook: webhook_rx, task: tokio::spawn(elector.run(shutdown)) }
@@ -187,6 +202,7 @@ struct Elector {
     timing: Timing,
     leading: watch::Sender<bool>,
     leader_webhook: watch::Sender<Option<String>>,
+    suspension: Option<Suspension>,
     /// The spec last read and when this process first saw it.
     observed: Option<(LeaseSpec, Instant)>,
 }
@@ -206,6 +222,26 @@ impl Elector {
 
     fn set_leading(&self, leading: bool) {
         self.leading.send_if_modified(|l| std::mem::replace(l, leading) != leading);
+    }
+
+    /// A follower (or a new leader) takes the suspension the Lease records.
+    fn adopt_suspension(&self, metadata: &ObjectMeta) {
+        if let Some(suspension) = &self.suspension {
+            let reason = metadata.annotations.as_ref().and_then(|a| a.get(SUSPENDED));
+            suspension.set(reason.map(String::as_str));
+        }
+    }
+
+    /// The annotations a holder writes: its webhook URL and its suspension.
+    fn annotate(&self, annotations: Option<BTreeMap<String, String>>) -> Option<BTreeMap<String, String>> {
+        let mut annotations = advertised(annotations, self.config.advertise.as_deref()).unwrap_or_default();
+        if let Some(suspension) = &self.suspension {
+            match suspension.reason() {
+                Some(reason) => annotations.insert(SUSPENDED.to_owned(), reason),
+                None => annotations.remove(SUSPENDED),
+            };
+        }
+        (!annotations.is_empty()).then_some(annotations)
     }
 
     fn set_leader_webhook(&self, url: Option<String>) {
@@ -328,7 +364,7 @@ impl Elector {
                 metadata: ObjectMeta {
                     name: Some(name),
                     namespace: Some(self.config.namespace.clone()),
-                    annotations: advertised(None, self.config.advertise.as_deref()),
+                    annotations: self.annotate(None),
                     ..ObjectMeta::default()
                 },
                 spec: Some(claim(None, &me, self.timing.lease_seconds, Timestamp::now())),
@@ -349,12 +385,16 @@ impl Elector {
         match decide(&old, expired, leading, &me, self.timing.lease_seconds, Timestamp::now()) {
             Verdict::Held(holder) => {
                 self.set_leader_webhook(webhook_of(&lease.metadata));
+                self.adopt_suspension(&lease.metadata);
                 Ok(Outcome::Held(holder))
             }
             Verdict::Write(spec) => {
+                if !leading {
+                    // Taking the Lease over: a suspension recorded in it holds.
+                    self.adopt_suspension(&lease.metadata);
+                }
                 lease.spec = Some(spec);
-                lease.metadata.annotations =
-                    advertised(lease.metadata.annotations.take(), self.config.advertise.as_deref());
+                lease.metadata.annotations = self.annotate(lease.metadata.annotations.take());
                 match self.api.replace(&name, &PostParams::default(), &lease).await {
                     Ok(stored) => {
                         self.observe(&stored.spec.unwrap_or_default());

@@ -25,6 +25,9 @@ pub struct Fleet {
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct FleetSpec {
+    /// Change nothing while this commit is in force.
+    #[serde(default)]
+    pub suspend: bool,
     /// Defaults for instances.
     #[serde(default)]
     pub defaults: Defaults,

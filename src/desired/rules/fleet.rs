@@ -98,6 +98,7 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
     if let Some(mode) = spec.drift.mode {
         settings.drift_mode = mode;
     }
+    settings.suspend = spec.suspend;
     if let Some(branch) = &spec.status.branch {
         if git2::Reference::is_valid_name(&format!("refs/heads/{branch}")) {
             settings.status_branch = branch.clone();

@@ -1,0 +1,66 @@
+//! `winfleet suspend` and `winfleet resume`: tell a running daemon to stop
+//! changing anything, or to go on (see `daemon::suspend`). The request goes
+//! to the daemon's webhook port with the control token; a follower hands it
+//! to the leader.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use axum::body::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+
+use super::output;
+
+/// Where the daemon is and how to authenticate.
+#[derive(Debug, clap::Args)]
+pub struct ControlArgs {
+    /// The daemon's webhook address (`http://127.0.0.1:9443` inside its pod).
+    #[arg(long, value_name = "URL", env = "WINFLEET_CONTROL_URL", default_value = "http://127.0.0.1:9443")]
+    url: String,
+    /// The control token (the file given to `winfleet run --control-token-file`).
+    #[arg(long, value_name = "FILE", env = "WINFLEET_CONTROL_TOKEN_FILE")]
+    token_file: PathBuf,
+    /// Why (recorded in status and the Lease; `suspend` only).
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    reason: String,
+}
+
+/// Sends `/suspend` (when `suspend`) or `/resume`; prints the daemon's answer.
+pub fn run(args: &ControlArgs, suspend: bool) -> anyhow::Result<ExitCode> {
+    let token = std::fs::read_to_string(&args.token_file)
+        .with_context(|| format!("reading the control token file {}", args.token_file.display()))?;
+    let token = token.trim();
+    if token.is_empty() {
+        bail!("the control token file {} is empty", args.token_file.display());
+    }
+    let path = if suspend { "/suspend" } else { "/resume" };
+    let body = if suspend { args.reason.clone() } else { String::new() };
+    let target = format!("{}{path}", args.url.trim_end_matches('/'));
+    if !target.starts_with("http://") {
+        bail!("--url {:?} must be an http:// URL (the daemon's webhook port)", args.url);
+    }
+    let request = axum::http::Request::post(&target)
+        .header(axum::http::header::AUTHORIZATION, format!("Bearer {token}"))
+        .body(Full::new(Bytes::from(body)))
+        .context("building the request")?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let (status, text) = runtime.block_on(async {
+        let client = Client::builder(TokioExecutor::new()).build_http();
+        let answer = async {
+            let response = client.request(request).await.with_context(|| format!("connecting to {target}"))?;
+            let status = response.status();
+            let text = response.into_body().collect().await.context("reading the answer")?.to_bytes();
+            anyhow::Ok((status, String::from_utf8_lossy(&text).into_owned()))
+        };
+        tokio::time::timeout(Duration::from_secs(30), answer).await.context("no answer within 30 s")?
+    })?;
+    if !status.is_success() {
+        bail!("the daemon answered {status}: {text}");
+    }
+    output::out(&format!("{text}\n"));
+    Ok(ExitCode::SUCCESS)
+}
