@@ -148,3 +148,20 @@ async fn winfleet_suspend_stops_before_the_next_node_and_resume_applies_what_arr
     assert!(handle.records.try_recv().is_err(), "applied once");
     stop(handle).await;
 }
+
+#[test]
+fn apply_once_on_a_suspended_repository_only_observes_and_reports() {
+    let fleet = TestFleet::start(1);
+    let repo = tempfile::tempdir().unwrap();
+    let write = |rel: &str, text: &str| std::fs::write(repo.path().join(rel), text).unwrap();
+    write("fleet.yaml", &format!("{}  suspend: true\n", fleet.fleet_yaml()));
+    write("instances.yaml", &instances(&fleet));
+    write("mirrors.yaml", &mirrors("mirror.corp.example/quay"));
+    let dir = repo.path().to_str().unwrap();
+    let (key, known_hosts) = (fleet.key.to_str().unwrap(), fleet.known_hosts.to_str().unwrap());
+    let (code, out, err) =
+        support::winfleet(&["apply", "--once", "--repo", dir, "--ssh-key", key, "--known-hosts", known_hosts]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(err.contains("spec.suspend: true: nothing is changed"), "{err}");
+    assert!(hosts_toml(&fleet, 0).is_none(), "nothing written:\n{out}");
+}

@@ -28,8 +28,11 @@ pub fn round(repo: &Path, rev: Option<&str>, args: &RoundArgs, dry_run: bool) ->
         return Ok(None);
     };
     let instances = select(&desired.instances, args.nodes.as_deref())?;
+    if desired.fleet.suspend && !dry_run {
+        output::error("the Fleet says spec.suspend: true: nothing is changed; this round only observes and reports");
+    }
     let options = Options {
-        dry_run,
+        dry_run: dry_run || desired.fleet.suspend,
         max_parallel: args.max_parallel.unwrap_or(desired.fleet.max_parallel).max(1) as usize,
         whole_fleet: args.nodes.is_none(),
         rollout: RolloutOptions {
