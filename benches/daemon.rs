@@ -87,6 +87,7 @@ fn config(source: SourceConfig, cache: &Path, webhook: bool) -> Config {
         payload_dir: None,
         join: Default::default(),
         control_token: None,
+        verify: None,
     }
 }
 

@@ -5,6 +5,10 @@ use std::process::ExitCode;
 use super::{ApplyArgs, RoundFormat, live, output};
 
 pub fn run(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
+    if let Err(why) = args.repo.verify.check(&args.repo.repo, args.repo.rev.as_deref())? {
+        output::error(&format!("untrusted: {why}"));
+        return Ok(ExitCode::from(1));
+    }
     let Some(report) = live::round(&args.repo.repo, args.repo.rev.as_deref(), &args.round, args.dry_run)? else {
         return Ok(ExitCode::from(1));
     };

@@ -13,6 +13,7 @@ mod render;
 mod run;
 mod status;
 mod validate;
+mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,6 +70,8 @@ struct RepoArgs {
     /// Read the committed tree of this revision instead of the working tree.
     #[arg(long)]
     rev: Option<String>,
+    #[command(flatten)]
+    verify: verify::VerifyArgs,
 }
 
 #[derive(Debug, clap::Args)]
@@ -100,6 +103,8 @@ struct PlanArgs {
     live: bool,
     #[command(flatten)]
     round: RoundArgs,
+    #[command(flatten)]
+    verify: verify::VerifyArgs,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     output: Format,

@@ -9,6 +9,10 @@ use winfleet::plan::{json, markdown, offline, text};
 use super::{Format, PlanArgs, live, load, output};
 
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
+    if let Err(why) = args.verify.check(&args.repo, Some(&args.head))? {
+        output::error(&format!("untrusted: head revision {}: {why}", args.head));
+        return Ok(ExitCode::from(1));
+    }
     if args.live {
         return run_live(args);
     }

@@ -83,6 +83,8 @@ pub struct RunArgs {
     /// authenticated with the bearer token in this file.
     #[arg(long, value_name = "FILE", env = "WINFLEET_CONTROL_TOKEN_FILE")]
     control_token_file: Option<PathBuf>,
+    #[command(flatten)]
+    verify: super::verify::VerifyArgs,
     /// Seconds running node scripts may take to finish after SIGTERM.
     #[arg(long, value_name = "SECS", env = "WINFLEET_SHUTDOWN_TIMEOUT", default_value_t = 25)]
     shutdown_timeout: u64,
@@ -152,6 +154,7 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
         None => None,
     };
     Ok(Config {
+        verify: args.verify.keys()?,
         control_token,
         source,
         auth: args.git.auth(),

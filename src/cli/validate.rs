@@ -5,6 +5,10 @@ use std::process::ExitCode;
 use super::{RepoArgs, load, output};
 
 pub fn run(args: &RepoArgs) -> anyhow::Result<ExitCode> {
+    if let Err(why) = args.verify.check(&args.repo, args.rev.as_deref())? {
+        output::error(&format!("untrusted: {why}"));
+        return Ok(ExitCode::from(1));
+    }
     let loaded = load::load(&args.repo, args.rev.as_deref(), None)?;
     output::diagnostics(&loaded.diagnostics);
     let warnings = loaded.diagnostics.len() - loaded.errors();

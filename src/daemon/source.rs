@@ -8,6 +8,7 @@ use git2::{Oid, Repository};
 
 use crate::source::checkout::CheckoutSource;
 use crate::source::remote::{self, RemoteSource};
+use crate::source::signed::{self, TrustedKeys, VerifyMode};
 use crate::source::transport::GitAuth;
 use crate::source::{Snapshot, SourceError};
 
@@ -75,13 +76,37 @@ impl Source {
         })
     }
 
+    /// The repository the revisions are read from.
+    fn repository(&self) -> Result<Repository, SourceFailure> {
+        Ok(match self {
+            Source::Remote(remote) => {
+                Repository::open(remote.repo()).map_err(|e| SourceFailure::Git(e.message().to_owned()))?
+            }
+            Source::Checkout(checkout) => checkout.repository()?,
+        })
+    }
+
+    /// Checks the signatures `mode` asks for on `revision` (and the commits
+    /// after `last_applied`): Ok with each commit's signer, or Err with
+    /// why the revision is not trusted.
+    pub fn verify(
+        &self,
+        keys: &TrustedKeys,
+        mode: VerifyMode,
+        revision: &str,
+        last_applied: Option<&str>,
+    ) -> Result<Result<Vec<String>, String>, SourceFailure> {
+        let repo = self.repository()?;
+        let git = |e: git2::Error| SourceFailure::Git(e.message().to_owned());
+        let head = Oid::from_str(revision).map_err(git)?;
+        let since = last_applied.and_then(|r| Oid::from_str(r).ok()).filter(|id| repo.find_commit(*id).is_ok());
+        Ok(signed::verify(&repo, keys, head, mode, since).map(|ok| ok.into_iter().map(|(_, who)| who).collect()))
+    }
+
     /// Whether everything between `from` and `to` only touched `status_path`.
     pub fn only_status_changes(&self, from: &str, to: &str, status_path: &str) -> Result<bool, SourceFailure> {
         let git = |e: git2::Error| SourceFailure::Git(e.message().to_owned());
-        let repo = match self {
-            Source::Remote(remote) => Repository::open(remote.repo()).map_err(git)?,
-            Source::Checkout(checkout) => checkout.repository()?,
-        };
+        let repo = self.repository()?;
         let (from, to) = (Oid::from_str(from).map_err(git)?, Oid::from_str(to).map_err(git)?);
         remote::only_status_changes(&repo, from, to, status_path).map_err(|e| SourceFailure::Git(e.to_string()))
     }

@@ -7,6 +7,7 @@
 pub mod checkout;
 mod git;
 pub mod remote;
+pub mod signed;
 pub mod transport;
 mod worktree;
 

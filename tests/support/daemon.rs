@@ -71,6 +71,7 @@ pub fn config(remote: &Remote) -> Config {
         payload_dir: None,
         join: Default::default(),
         control_token: None,
+        verify: None,
     }
 }
 

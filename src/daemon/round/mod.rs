@@ -3,7 +3,6 @@
 //! status. One commit is one transaction: an invalid commit changes nothing
 //! and the last applied revision stays in force.
 
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -19,18 +18,18 @@ use super::Config;
 use super::metrics::Metrics;
 use super::payload::PayloadCache;
 use super::report::StatusWriter;
-use super::schedule::{Schedule, Work, node_outcomes};
+use super::schedule::{Schedule, Work};
 use super::scope::{self, NodesScope};
 use super::source::{Source, SourceFailure};
+
+mod record;
 use crate::cluster::connect::Cluster;
 use crate::cluster::join::JoinOptions;
-use crate::cluster::rollout::{RebootResult, RebootStage, RolloutOptions};
+use crate::cluster::rollout::RolloutOptions;
 use crate::desired::kinds::fleet::DriftMode;
-use crate::desired::model::{Desired, FleetSettings, Instance};
+use crate::desired::model::{Desired, Instance};
 use crate::desired::{self, LoadOptions, Loaded};
 use crate::engine::host::SshHost;
-use crate::engine::report::NodeResult;
-use crate::reconcile::report::RoundReport;
 use crate::reconcile::{self, Options};
 use crate::ssh::Pool;
 use crate::status::redact;
@@ -265,38 +264,17 @@ impl Daemon {
         self.seen = Some(revision.clone());
         self.attempted = Some(revision.clone());
         let started = Instant::now();
+        if let Some(refusal) = self.untrusted(&revision).await {
+            return Some(self.reject(revision, vec![refusal], started, schedule, work).await);
+        }
         let Some(loaded) = self.load(&revision).await else {
             // Not the commit's fault: try again on the next check.
             self.seen = None;
             return None;
         };
         let Some(desired) = loaded.desired else {
-            self.invalid = loaded.diagnostics.iter().filter(|d| d.is_error()).map(ToString::to_string).collect();
-            tracing::warn!(revision = %revision, errors = self.invalid.len(), "the revision is invalid; nothing applied, the last applied revision stays in force");
-            for line in &self.invalid {
-                tracing::warn!("{line}");
-            }
-            self.metrics.round_finished("invalid", started.elapsed());
-            if self.applied.is_none() {
-                // A restart on an invalid head: what was applied before it
-                // stays in force (its revision is in the status branch).
-                self.recover_applied().await;
-                if let Some(applied) = &self.applied {
-                    schedule.set_drift_every(applied.desired.fleet.drift_interval, Instant::now());
-                }
-            }
-            let applied_at = Instant::now();
-            let status_commit = self.write_status(None, false).await;
-            return Some(RoundRecord {
-                kind: RoundKind::Invalid,
-                revision,
-                nodes: 0,
-                changed: 0,
-                failed: 0,
-                webhook_received: work.webhook_received,
-                applied_at,
-                status_commit,
-            });
+            let errors = loaded.diagnostics.iter().filter(|d| d.is_error()).map(ToString::to_string).collect();
+            return Some(self.reject(revision, errors, started, schedule, work).await);
         };
         self.invalid.clear();
         schedule.reset_backoff();
@@ -318,19 +296,6 @@ impl Daemon {
                 None
             }
         }
-    }
-
-    /// After a restart on an invalid head: the last applied revision the
-    /// status branch records, when it can still be read and is valid.
-    async fn recover_applied(&mut self) {
-        let Some(revision) = self.status.last_applied(&FleetSettings::default()).await else { return };
-        let Some(desired) = self.load(&revision).await.and_then(|l| l.desired) else {
-            tracing::warn!(revision = %revision, "the last applied revision cannot be read any more; nothing is in force");
-            return;
-        };
-        tracing::info!(revision = %short(&revision), "the last applied revision stays in force");
-        self.metrics.set_applied_revision(&revision);
-        self.applied = Some(Applied { revision, desired: Arc::new(desired) });
     }
 
     /// Every instance (nodes backing off are left out of drift checks,
@@ -447,63 +412,6 @@ impl Daemon {
             applied_at,
             status_commit,
         }
-    }
-
-    /// Back-off per node and the metrics of a round; (changed, failed).
-    fn after_round(
-        &self,
-        report: &RoundReport,
-        kind: RoundKind,
-        schedule: &mut Schedule,
-        suspended: bool,
-    ) -> (usize, usize) {
-        let now = Instant::now();
-        let warn = suspended || self.applied.as_ref().is_some_and(|a| a.desired.fleet.drift_mode == DriftMode::Warn);
-        for (address, outcome) in node_outcomes(report, kind == RoundKind::Drift || suspended, warn) {
-            schedule.node_done(address, outcome, now);
-        }
-        let processed = report.nodes.iter().filter(|n| !matches!(n.result, NodeResult::Pending));
-        let changed = processed.clone().filter(|n| n.has_changes()).count();
-        let failed = processed.filter(|n| n.failed()).count();
-        if kind == RoundKind::Drift {
-            self.metrics.drift_detected(changed as u64);
-        }
-        for node in &report.nodes {
-            if let NodeResult::Failed { stage, .. } = &node.result {
-                self.metrics.ssh_error(stage.name());
-            }
-        }
-        if let Some(cluster) = &report.cluster {
-            self.metrics.set_deconfigure_refused(cluster.deconfigure_refused.is_some());
-        }
-        for reboot in report.cluster.iter().flat_map(|c| &c.reboots) {
-            if let RebootResult::Failed { stage: RebootStage::Reboot, .. } = &reboot.result {
-                self.metrics.ssh_error("reboot");
-            }
-        }
-        // Machine-backed nodes are not listed instances but keep their back-off.
-        let addresses: BTreeSet<&str> = self
-            .applied
-            .iter()
-            .flat_map(|a| a.desired.instances.keys())
-            .chain(report.nodes.iter().map(|n| &n.address))
-            .map(String::as_str)
-            .collect();
-        schedule.retain(|a| addresses.contains(a));
-        (changed, failed)
-    }
-
-    /// Writes the status files for this round; the commit, when they changed.
-    async fn write_status(&mut self, report: Option<&RoundReport>, drift_check: bool) -> Option<String> {
-        let applied = self.applied.as_ref().map(|a| (a.revision.clone(), Arc::clone(&a.desired)));
-        let attempted = self.attempted.clone().unwrap_or_default();
-        let suspended_by = self.suspended_by();
-        let published =
-            self.status.write(&attempted, applied, &self.invalid, report, drift_check, suspended_by.as_deref()).await;
-        if let Some(counts) = self.status.phase_counts() {
-            self.metrics.set_nodes_by_phase(&counts);
-        }
-        published
     }
 }
 

@@ -1,0 +1,242 @@
+//! Signed-commit verification with commits signed by the git CLI: SSH
+//! signatures made with ssh-keygen keys and OpenPGP signatures made with
+//! GnuPG, in real repositories; `winfleet validate --rev --trusted-keys`
+//! and the daemon refuse what is unsigned, untrusted or tampered with.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use support::daemon::*;
+use support::fleet::TestFleet;
+use support::remote::git;
+use winfleet::daemon::round::RoundKind;
+use winfleet::daemon::{self, Config};
+use winfleet::source::signed::{TrustedKeys, VerifyMode};
+
+/// A throwaway ed25519 key: (private key file, public key line).
+fn ssh_key(dir: &Path, name: &str) -> (PathBuf, String) {
+    let key = dir.join(name);
+    let out = Command::new("ssh-keygen").args(["-q", "-t", "ed25519", "-N", "", "-C", name, "-f"]).arg(&key).output();
+    assert!(out.unwrap().status.success());
+    let public = std::fs::read_to_string(key.with_extension("pub")).unwrap();
+    (key, public.trim().to_owned())
+}
+
+/// A GnuPG home with one signing key: (home, fingerprint, armored public key).
+struct Gpg {
+    home: tempfile::TempDir,
+    fingerprint: String,
+}
+
+impl Gpg {
+    fn new(uid: &str, expire: &str) -> Self {
+        let home = tempfile::Builder::new().prefix("gpg").tempdir_in("/tmp").unwrap();
+        let mut gpg = Self { home, fingerprint: String::new() };
+        gpg.run(&["--quick-gen-key", uid, "ed25519", "sign", expire]);
+        let listing = gpg.run(&["--list-keys", "--with-colons"]);
+        gpg.fingerprint = listing.lines().find_map(|l| l.strip_prefix("fpr:")).unwrap().trim_matches(':').to_owned();
+        gpg
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("gpg")
+            .args(["--batch", "--pinentry-mode", "loopback", "--passphrase", ""])
+            .args(args)
+            .env("GNUPGHOME", self.home.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "gpg {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn public(&self) -> String {
+        self.run(&["--armor", "--export", &self.fingerprint])
+    }
+}
+
+impl Drop for Gpg {
+    fn drop(&mut self) {
+        let _ = Command::new("gpgconf").args(["--kill", "gpg-agent"]).env("GNUPGHOME", self.home.path()).output();
+    }
+}
+
+/// How a commit is signed.
+enum Sign<'a> {
+    No,
+    Ssh(&'a Path),
+    Gpg(&'a Gpg),
+}
+
+/// Commits `file` with `content` in `repo`, signed as asked; the commit id.
+fn commit(repo: &Path, file: &str, content: &str, sign: Sign<'_>, date: Option<&str>) -> String {
+    std::fs::write(repo.join(file), content).unwrap();
+    git(repo, &["add", "-A"]);
+    let mut command = Command::new("git");
+    command.current_dir(repo).args(["-c", "user.name=admin", "-c", "user.email=admin@corp.example"]);
+    match &sign {
+        Sign::No => {}
+        Sign::Ssh(key) => {
+            command.args(["-c", "gpg.format=ssh", "-c"]).arg(format!("user.signingkey={}", key.display()));
+        }
+        Sign::Gpg(gpg) => {
+            command.args(["-c", "gpg.format=openpgp", "-c", &format!("user.signingkey={}", gpg.fingerprint)]);
+            command.env("GNUPGHOME", gpg.home.path());
+        }
+    }
+    if let Some(date) = date {
+        command.env("GIT_COMMITTER_DATE", date).env("GIT_AUTHOR_DATE", date);
+    }
+    command.args(["commit", "-q", "-m", &format!("change {file}")]);
+    if !matches!(sign, Sign::No) {
+        command.arg("-S");
+    }
+    let out = command.output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    git(repo, &["rev-parse", "HEAD"])
+}
+
+fn new_repo() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    git(dir.path(), &["init", "-q", "-b", "main"]);
+    dir
+}
+
+/// `winfleet validate --rev REV --trusted-keys KEYS [extra]`: (exit, stderr).
+fn validate(repo: &Path, rev: &str, keys: &Path, extra: &[&str]) -> (i32, String) {
+    let mut args = vec!["validate", "--repo", repo.to_str().unwrap(), "--rev", rev, "--trusted-keys"];
+    args.push(keys.to_str().unwrap());
+    args.extend_from_slice(extra);
+    let (code, _, err) = support::winfleet(&args);
+    (code, err)
+}
+
+const FLEET: &str = "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: f\nspec: {}\n";
+
+#[test]
+fn ssh_and_openpgp_signatures_by_trusted_keys_are_accepted_and_others_refused() {
+    let repo = new_repo();
+    let keys = tempfile::tempdir().unwrap();
+    let (alice, alice_public) = ssh_key(keys.path(), "alice");
+    let (mallory, _) = ssh_key(keys.path(), "mallory");
+    let gpg = Gpg::new("CI Bot <ci@corp.example>", "never");
+    let trusted = keys.path().join("trusted");
+    std::fs::create_dir(&trusted).unwrap();
+    std::fs::write(trusted.join("allowed_signers"), format!("alice@corp.example {alice_public}\n")).unwrap();
+    std::fs::write(trusted.join("ci.asc"), gpg.public()).unwrap();
+    let dir = repo.path();
+
+    let by_alice = commit(dir, "fleet.yaml", FLEET, Sign::Ssh(&alice), None);
+    assert_eq!(validate(dir, &by_alice, &trusted, &[]).0, 0);
+    let by_ci = commit(dir, "notes.txt", "ci\n", Sign::Gpg(&gpg), None);
+    assert_eq!(validate(dir, &by_ci, &trusted, &[]).0, 0);
+
+    let by_mallory = commit(dir, "notes.txt", "mallory\n", Sign::Ssh(&mallory), None);
+    let (code, err) = validate(dir, &by_mallory, &trusted, &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is signed by SSH key SHA256:") && err.contains("which is not trusted"), "{err}");
+    assert!(err.contains("trusted: SSH: alice@corp.example; OpenPGP: "), "names the trusted keys: {err}");
+
+    let unsigned = commit(dir, "notes.txt", "nobody\n", Sign::No, None);
+    let (code, err) = validate(dir, &unsigned, &trusted, &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("commit {} is not signed", &unsigned[..7])), "{err}");
+}
+
+#[test]
+fn a_commit_changed_after_signing_is_refused() {
+    let repo = new_repo();
+    let keys = tempfile::tempdir().unwrap();
+    let (alice, alice_public) = ssh_key(keys.path(), "alice");
+    let gpg = Gpg::new("CI Bot <ci@corp.example>", "never");
+    let allowed = keys.path().join("allowed_signers");
+    std::fs::write(&allowed, format!("alice@corp.example {alice_public}\n{}", "")).unwrap();
+    let armored = keys.path().join("ci.asc");
+    std::fs::write(&armored, gpg.public()).unwrap();
+    let dir = repo.path();
+    for (signed, keys) in [
+        (commit(dir, "fleet.yaml", FLEET, Sign::Ssh(&alice), None), &allowed),
+        (commit(dir, "notes.txt", "ci\n", Sign::Gpg(&gpg), None), &armored),
+    ] {
+        // The same object with another message, the signature kept.
+        let object = git(dir, &["cat-file", "commit", &signed]);
+        let tampered = object.replacen("change ", "CHANGE ", 1);
+        let file = keys.with_extension("tampered");
+        std::fs::write(&file, format!("{tampered}\n")).unwrap();
+        let forged = git(dir, &["hash-object", "-t", "commit", "-w", file.to_str().unwrap()]);
+        assert_eq!(validate(dir, &signed, keys, &[]).0, 0);
+        let (code, err) = validate(dir, &forged, keys, &[]);
+        assert_eq!(code, 1);
+        assert!(err.contains("does not verify: the commit was changed after it was signed"), "{err}");
+    }
+}
+
+#[test]
+fn only_the_head_is_checked_unless_every_commit_since_the_last_applied_must_be_signed() {
+    let repo = new_repo();
+    let keys = tempfile::tempdir().unwrap();
+    let (alice, alice_public) = ssh_key(keys.path(), "alice");
+    let allowed = keys.path().join("allowed_signers");
+    std::fs::write(&allowed, format!("alice@corp.example {alice_public}\n")).unwrap();
+    let dir = repo.path();
+    let applied = commit(dir, "fleet.yaml", FLEET, Sign::Ssh(&alice), None);
+    let unsigned = commit(dir, "notes.txt", "unsigned\n", Sign::No, None);
+    let head = commit(dir, "notes.txt", "signed\n", Sign::Ssh(&alice), None);
+    assert_eq!(validate(dir, &head, &allowed, &[]).0, 0, "the head is signed");
+    let all = ["--verify-mode", "all-since-last-applied", "--verify-since", applied.as_str()];
+    let (code, err) = validate(dir, &head, &allowed, &all);
+    assert_eq!(code, 1);
+    assert!(err.contains(&format!("commit {} is not signed", &unsigned[..7])), "{err}");
+}
+
+#[test]
+fn an_openpgp_key_expired_at_the_commits_time_is_refused() {
+    let repo = new_repo();
+    let gpg = Gpg::new("Short Lived <short@corp.example>", "1y");
+    let keys = tempfile::tempdir().unwrap();
+    let armored = keys.path().join("short.asc");
+    std::fs::write(&armored, gpg.public()).unwrap();
+    let later = commit(repo.path(), "fleet.yaml", FLEET, Sign::Gpg(&gpg), Some("2035-01-01T00:00:00Z"));
+    let (code, err) = validate(repo.path(), &later, &armored, &[]);
+    assert_eq!(code, 1);
+    assert!(err.contains("had expired when the commit was made"), "{err}");
+    let now = commit(repo.path(), "notes.txt", "now\n", Sign::Gpg(&gpg), None);
+    assert_eq!(validate(repo.path(), &now, &armored, &[]).0, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_daemon_applies_only_signed_heads_and_reports_who_did_not_sign() {
+    let fleet = TestFleet::start(1);
+    let remote = remote(&fleet, "");
+    let keys = remote.scratch("keys");
+    let (alice, alice_public) = ssh_key(&keys, "alice");
+    let allowed = keys.join("allowed_signers");
+    std::fs::write(&allowed, format!("alice@corp.example {alice_public}\n")).unwrap();
+    let signed = commit(&remote.work, "NOTES.txt", "signed\n", Sign::Ssh(&alice), None);
+    git(&remote.work, &["push", "-q", "origin", "main"]);
+    let trusted = TrustedKeys::load(&[allowed]).unwrap();
+    let config = Config { verify: Some((trusted, VerifyMode::Head)), ..config(&remote) };
+    let mut handle = daemon::start(config, None, pool(&fleet)).await.unwrap();
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, signed.as_str()));
+
+    let unsigned = remote.push(&[("mirrors.yaml", &mirrors("mirror2.corp.example/quay"))], &[], "unsigned");
+    assert_eq!(push_hook(&handle).await, 202);
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Invalid, unsigned.as_str()));
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror.corp.example/v2/quay"), "nothing of it applied");
+    let summary = remote.show("winfleet/status", "status/summary.yaml").unwrap();
+    assert!(summary.contains(&format!("lastAppliedRevision: {signed}")), "{summary}");
+    assert!(summary.contains("is not signed; only commits signed by a trusted key are applied"), "{summary}");
+
+    let fixed = commit(&remote.work, "notes.txt", "signed again\n", Sign::Ssh(&alice), None);
+    git(&remote.work, &["push", "-q", "origin", "main"]);
+    assert_eq!(push_hook(&handle).await, 202);
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, fixed.as_str()));
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"));
+    stop(handle).await;
+}
