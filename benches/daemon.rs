@@ -88,6 +88,7 @@ fn config(source: SourceConfig, cache: &Path, webhook: bool) -> Config {
         join: Default::default(),
         control_token: None,
         verify: None,
+        path: None,
     }
 }
 

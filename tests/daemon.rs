@@ -405,3 +405,20 @@ async fn in_warn_mode_drift_is_reported_and_never_corrected_even_on_a_retry() {
     assert!(file.contains("phase: Drifted") && file.contains("hosts.toml"), "{file}");
     stop(handle).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_path_the_daemon_reads_only_the_fleet_directory_of_a_shared_repository() {
+    let fleet = TestFleet::start(1);
+    let remote = support::remote::Remote::new(&[
+        ("README.md", "# platform\n"),
+        ("apps/web.yaml", "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n"),
+        ("windows/fleet.yaml", &fleet.fleet_yaml()),
+        ("windows/instances.yaml", &instances(&fleet)),
+        ("windows/mirrors.yaml", &mirrors("mirror.corp.example/quay")),
+    ]);
+    let mut handle = start(&fleet, Config { path: Some("windows".into()), ..config(&remote) }).await;
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.changed), (RoundKind::Commit, 1));
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror.corp.example/v2/quay"));
+    stop(handle).await;
+}

@@ -9,7 +9,9 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
         output::error(&format!("untrusted: {why}"));
         return Ok(ExitCode::from(1));
     }
-    let Some(report) = live::round(&args.repo.repo, args.repo.rev.as_deref(), &args.round, args.dry_run)? else {
+    let Some(report) =
+        live::round(&args.repo.repo, args.repo.path.as_deref(), args.repo.rev.as_deref(), &args.round, args.dry_run)?
+    else {
         return Ok(ExitCode::from(1));
     };
     output::out(&match args.output {

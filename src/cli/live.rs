@@ -18,9 +18,15 @@ use winfleet::ssh::{self, KnownHosts, Pool, Settings};
 use super::{RoundArgs, load, output};
 
 /// Runs one round; `None` when the revision is invalid (already reported).
-pub fn round(repo: &Path, rev: Option<&str>, args: &RoundArgs, dry_run: bool) -> anyhow::Result<Option<RoundReport>> {
+pub fn round(
+    repo: &Path,
+    path: Option<&str>,
+    rev: Option<&str>,
+    args: &RoundArgs,
+    dry_run: bool,
+) -> anyhow::Result<Option<RoundReport>> {
     let secret = args.pull_secret.as_deref().map(load::pull_secret).transpose()?;
-    let loaded = load::load(repo, rev, secret.as_ref())?;
+    let loaded = load::load(repo, path, rev, secret.as_ref())?;
     output::diagnostics(&loaded.diagnostics);
     let Some(desired) = loaded.desired else {
         let verb = if dry_run { "nothing was planned" } else { "nothing was applied" };

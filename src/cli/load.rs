@@ -7,18 +7,19 @@ use winfleet::desired::{self, LoadOptions, Loaded};
 use winfleet::render::pull_secret::PullSecret;
 use winfleet::source::{self, Snapshot};
 
-/// Reads the working tree, or the committed tree of `rev`.
-pub fn snapshot(repo: &Path, rev: Option<&str>) -> anyhow::Result<Snapshot> {
+/// Reads the working tree, or the committed tree of `rev`; then the
+/// directory `path` of it (`--path`) without what `.winfleetignore` excludes.
+pub fn snapshot(repo: &Path, path: Option<&str>, rev: Option<&str>) -> anyhow::Result<Snapshot> {
     let snapshot = match rev {
         Some(rev) => source::read_revision(repo, rev)?,
         None => source::read_worktree(repo)?,
     };
-    Ok(snapshot)
+    Ok(source::select(snapshot, path).context("--path")?)
 }
 
 /// Reads and loads a revision.
-pub fn load(repo: &Path, rev: Option<&str>, secret: Option<&PullSecret>) -> anyhow::Result<Loaded> {
-    let snapshot = snapshot(repo, rev)?;
+pub fn load(repo: &Path, path: Option<&str>, rev: Option<&str>, secret: Option<&PullSecret>) -> anyhow::Result<Loaded> {
+    let snapshot = snapshot(repo, path, rev)?;
     Ok(desired::load(&snapshot, LoadOptions { pull_secret: secret }))
 }
 

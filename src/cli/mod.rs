@@ -70,6 +70,9 @@ struct RepoArgs {
     /// Read the committed tree of this revision instead of the working tree.
     #[arg(long)]
     rev: Option<String>,
+    /// Read only this directory of the repository (relative to its root), as its root.
+    #[arg(long, value_name = "DIR", env = "WINFLEET_PATH")]
+    path: Option<String>,
     #[command(flatten)]
     verify: verify::VerifyArgs,
 }
@@ -97,6 +100,9 @@ struct PlanArgs {
     /// The revision with the change.
     #[arg(long, default_value = "HEAD")]
     head: String,
+    /// Read only this directory of the repository (relative to its root), as its root.
+    #[arg(long, value_name = "DIR", env = "WINFLEET_PATH")]
+    path: Option<String>,
     /// Plan --head against the live fleet instead: observe the cluster and every node, change nothing
     /// (exit 0 = in sync, 2 = changes, 1 = error). Takes the node and cluster flags of `apply`.
     #[arg(long, conflicts_with = "base")]

@@ -18,8 +18,8 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     }
     let Some(base_name) = &args.base else { anyhow::bail!("--base is needed (or --live)") };
     let (base_snapshot, head_snapshot) = std::thread::scope(|s| {
-        let base = s.spawn(|| load::snapshot(&args.repo, Some(base_name)));
-        (base.join(), load::snapshot(&args.repo, Some(&args.head)))
+        let base = s.spawn(|| load::snapshot(&args.repo, args.path.as_deref(), Some(base_name)));
+        (base.join(), load::snapshot(&args.repo, args.path.as_deref(), Some(&args.head)))
     });
     let head_snapshot = head_snapshot.with_context(|| format!("head revision {}", args.head))?;
     let base_snapshot = base_snapshot.map_err(|_| anyhow::anyhow!("reading the base revision failed"))?;
@@ -59,7 +59,7 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
 
 /// `plan --live`: the round as a dry run against the live fleet.
 fn run_live(args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    let Some(report) = live::round(&args.repo, Some(&args.head), &args.round, true)? else {
+    let Some(report) = live::round(&args.repo, args.path.as_deref(), Some(&args.head), &args.round, true)? else {
         return Ok(ExitCode::from(1));
     };
     output::out(&match args.output {

@@ -20,7 +20,7 @@ pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::from(1));
     }
     let secret = args.pull_secret.as_deref().map(load::pull_secret).transpose()?;
-    let loaded = load::load(&args.repo.repo, args.repo.rev.as_deref(), secret.as_ref())?;
+    let loaded = load::load(&args.repo.repo, args.repo.path.as_deref(), args.repo.rev.as_deref(), secret.as_ref())?;
     output::diagnostics(&loaded.diagnostics);
     let Some(desired) = &loaded.desired else {
         output::error(&format!("invalid: {} error(s); nothing rendered", loaded.errors()));

@@ -85,6 +85,9 @@ pub struct RunArgs {
     control_token_file: Option<PathBuf>,
     #[command(flatten)]
     verify: super::verify::VerifyArgs,
+    /// Read only this directory of the repository (relative to its root), as its root.
+    #[arg(long, value_name = "DIR", env = "WINFLEET_PATH")]
+    path: Option<String>,
     /// Seconds running node scripts may take to finish after SIGTERM.
     #[arg(long, value_name = "SECS", env = "WINFLEET_SHUTDOWN_TIMEOUT", default_value_t = 25)]
     shutdown_timeout: u64,
@@ -155,6 +158,7 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
     };
     Ok(Config {
         verify: args.verify.keys()?,
+        path: args.path.clone(),
         control_token,
         source,
         auth: args.git.auth(),

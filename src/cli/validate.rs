@@ -9,7 +9,7 @@ pub fn run(args: &RepoArgs) -> anyhow::Result<ExitCode> {
         output::error(&format!("untrusted: {why}"));
         return Ok(ExitCode::from(1));
     }
-    let loaded = load::load(&args.repo, args.rev.as_deref(), None)?;
+    let loaded = load::load(&args.repo, args.path.as_deref(), args.rev.as_deref(), None)?;
     output::diagnostics(&loaded.diagnostics);
     let warnings = loaded.diagnostics.len() - loaded.errors();
     match &loaded.desired {

@@ -96,6 +96,9 @@ pub struct Config {
     pub join: crate::cluster::join::JoinOptions,
     /// The bearer token of `POST /suspend` and `POST /resume`; None turns them off.
     pub control_token: Option<suspend::ControlToken>,
+    /// The directory of the repository that holds the configuration
+    /// (`--path`; the root when None).
+    pub path: Option<String>,
     /// Apply only commits signed by these keys.
     pub verify: Option<(crate::source::signed::TrustedKeys, crate::source::signed::VerifyMode)>,
 }

@@ -131,6 +131,12 @@ pub fn load_many(snapshots: &[&Snapshot], options: LoadOptions<'_>) -> Vec<Loade
 
 fn load_parsed(snapshot: &Snapshot, parsed: parse::Parsed<'_>, options: LoadOptions<'_>) -> Loaded {
     let mut diagnostics = keys::scan(snapshot);
+    for file in &snapshot.files {
+        if let Some(tool) = other_tool(&file.path) {
+            let note = format!("{tool}'s file, not winfleet's: skipped");
+            diagnostics.push(Diagnostic::warning(&file.path, 0, "", note));
+        }
+    }
     let status_path = status_path(&parsed);
     let mut documents = Documents::default();
     for (path, docs) in parsed {
@@ -156,10 +162,26 @@ fn load_parsed(snapshot: &Snapshot, parsed: parse::Parsed<'_>, options: LoadOpti
     Loaded { desired: desired.filter(|_| valid), diagnostics }
 }
 
-/// Whether a repository path is read as configuration: YAML, and not under
-/// a dot-directory or a dot-file.
+/// Whether a repository path is read as configuration: YAML, not under a
+/// dot-directory or a dot-file, and not another tool's file ([`other_tool`]).
 pub fn is_config_path(path: &str) -> bool {
-    (path.ends_with(".yaml") || path.ends_with(".yml")) && !path.split('/').any(|c| c.starts_with('.'))
+    (path.ends_with(".yaml") || path.ends_with(".yml"))
+        && !path.split('/').any(|c| c.starts_with('.'))
+        && other_tool(path).is_none()
+}
+
+/// The tool a YAML file beside the configuration belongs to, so that the
+/// same repository can also be applied by kustomize or Argo CD and carry CI
+/// files: such files are skipped with a note.
+pub fn other_tool(path: &str) -> Option<&'static str> {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    match name {
+        "kustomization.yaml" | "kustomization.yml" | "Kustomization" => Some("kustomize"),
+        "azure-pipelines.yml" | "azure-pipelines.yaml" => Some("Azure Pipelines"),
+        "bitbucket-pipelines.yml" => Some("Bitbucket Pipelines"),
+        "cloudbuild.yaml" | "cloudbuild.yml" => Some("Google Cloud Build"),
+        _ => None,
+    }
 }
 
 fn is_under(path: &str, dir: &str) -> bool {

@@ -7,6 +7,7 @@
 pub mod checkout;
 mod git;
 pub mod remote;
+mod select;
 pub mod signed;
 pub mod transport;
 mod worktree;
@@ -15,6 +16,7 @@ pub use checkout::CheckoutSource;
 pub use git::read_revision;
 pub use git::{read_commit, tree_files};
 pub use remote::{Fetched, RemoteSource, only_status_changes};
+pub use select::{IGNORE_FILE, select};
 pub use transport::{GitAuth, GitError, PushError, redact_url};
 pub use worktree::read_worktree;
 
@@ -54,6 +56,14 @@ pub enum SourceError {
         context: String,
         /// libgit2's message.
         message: String,
+    },
+    /// `--path` or `.winfleetignore` cannot be used.
+    #[error("{path}: {reason}")]
+    Path {
+        /// The directory or file.
+        path: String,
+        /// Why.
+        reason: String,
     },
 }
 

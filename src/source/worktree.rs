@@ -5,35 +5,41 @@ use std::path::Path;
 
 use super::{Snapshot, SourceError, SourceFile};
 
-/// Reads every regular file under `dir`, except the `.git` directory.
-/// Symbolic links are not followed, so nothing outside the repository is read.
+/// Reads every regular file under `dir` except the `.git` directory and
+/// what Git ignores there (`.gitignore` files, `.git/info/exclude`; the
+/// `ignore` crate's walk). Symbolic links are not followed, so nothing
+/// outside the repository is read.
 pub fn read_worktree(dir: &Path) -> Result<Snapshot, SourceError> {
-    let mut files = Vec::new();
-    walk(dir, "", &mut files)?;
-    files.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Snapshot { revision: None, files })
-}
-
-fn walk(dir: &Path, prefix: &str, files: &mut Vec<SourceFile>) -> Result<(), SourceError> {
     let io = |path: &Path| {
         let path = path.display().to_string();
         move |source| SourceError::Io { path, source }
     };
-    for entry in fs::read_dir(dir).map_err(io(dir))? {
-        let entry = entry.map_err(io(dir))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if prefix.is_empty() && name == ".git" {
+    let walk = ignore::WalkBuilder::new(dir)
+        .hidden(false)
+        .ignore(false)
+        .parents(false)
+        .git_global(false)
+        .git_ignore(true)
+        .git_exclude(true)
+        .require_git(false)
+        .follow_links(false)
+        .filter_entry(|entry| entry.depth() != 1 || entry.file_name() != ".git")
+        .build();
+    let mut files = Vec::new();
+    for entry in walk {
+        let entry = entry.map_err(|e| SourceError::Io {
+            path: dir.display().to_string(),
+            source: std::io::Error::other(e.to_string()),
+        })?;
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;
         }
         let path = entry.path();
-        let rel = if prefix.is_empty() { name } else { format!("{prefix}/{name}") };
-        let kind = entry.file_type().map_err(io(&path))?;
-        if kind.is_dir() {
-            walk(&path, &rel, files)?;
-        } else if kind.is_file() {
-            let bytes = fs::read(&path).map_err(io(&path))?;
-            files.push(SourceFile { path: rel, bytes });
-        }
+        let Ok(rel) = path.strip_prefix(dir) else { continue };
+        let rel = rel.components().map(|c| c.as_os_str().to_string_lossy()).collect::<Vec<_>>().join("/");
+        let bytes = fs::read(path).map_err(io(path))?;
+        files.push(SourceFile { path: rel, bytes });
     }
-    Ok(())
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Snapshot { revision: None, files })
 }

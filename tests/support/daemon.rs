@@ -72,6 +72,7 @@ pub fn config(remote: &Remote) -> Config {
         join: Default::default(),
         control_token: None,
         verify: None,
+        path: None,
     }
 }
 

@@ -286,8 +286,9 @@ impl Daemon {
 
     /// Reads and validates `revision`; `None` when it cannot be read.
     async fn load(&self, revision: &str) -> Option<Loaded> {
-        let rev = revision.to_owned();
-        match self.git("reading the revision", move |source| source.snapshot(&rev)).await {
+        let (rev, path) = (revision.to_owned(), self.config.path.clone());
+        let read = move |source: &Source| Ok(crate::source::select(source.snapshot(&rev)?, path.as_deref())?);
+        match self.git("reading the revision", read).await {
             Ok(snapshot) => {
                 Some(desired::load(&snapshot, LoadOptions { pull_secret: self.config.pull_secret.as_ref() }))
             }

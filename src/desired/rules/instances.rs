@@ -32,6 +32,9 @@ pub struct Draft {
     pub origin: String,
 }
 
+/// The namespace WMCO reads the windows-instances ConfigMap from.
+pub const WMCO_NAMESPACE: &str = "openshift-windows-machine-config-operator";
+
 /// Collects every instance, reporting each problem.
 pub fn collect(
     configmaps: &[Doc<InstancesConfigMap>],
@@ -42,6 +45,15 @@ pub fn collect(
     let mut seen = Seen::default();
     let mut drafts = Vec::new();
     for doc in configmaps {
+        if let Some(namespace) = doc.value.metadata.namespace.as_deref().filter(|ns| *ns != WMCO_NAMESPACE) {
+            diagnostics.push(doc.error(
+                "/metadata/namespace",
+                format!(
+                    "the windows-instances ConfigMap is read in namespace {WMCO_NAMESPACE} (WMCO's), not {namespace:?}: \
+                     move it there or leave the namespace out"
+                ),
+            ));
+        }
         for (key, value) in doc.value.entries() {
             let address = address(doc, Where::Key(key), key, &mut seen, diagnostics);
             let pointer = || child("/data", key);

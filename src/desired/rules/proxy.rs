@@ -26,6 +26,17 @@ pub fn environment(docs: &[Doc<Proxy>], diagnostics: &mut Vec<Diagnostic>) -> BT
         let Some(value) = value.as_deref().filter(|v| !v.is_empty()) else { continue };
         match check_url(value, schemes) {
             Ok(()) => {
+                if url::Url::parse(value).is_ok_and(|u| u.password().is_some()) {
+                    let shown = crate::node::display_env_value(value);
+                    diagnostics.push(first.warning(
+                        pointer,
+                        format!(
+                            "proxy URL {shown:?} carries a password: it is committed in Git, readable by anyone who can \
+                             read the repository, and it reaches every node's environment; prefer a proxy that \
+                             authenticates the nodes another way, and rotate this password"
+                        ),
+                    ));
+                }
                 env.insert(name.to_owned(), value.to_owned());
             }
             Err(reason) => diagnostics.push(first.error(pointer, reason)),
