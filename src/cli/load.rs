@@ -14,7 +14,7 @@ pub fn snapshot(repo: &Path, path: Option<&str>, rev: Option<&str>) -> anyhow::R
         Some(rev) => source::read_revision(repo, rev)?,
         None => source::read_worktree(repo)?,
     };
-    Ok(source::select(snapshot, path).context("--path")?)
+    source::select(snapshot, path).context("--path")
 }
 
 /// Reads and loads a revision.
