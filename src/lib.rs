@@ -27,6 +27,7 @@
 //! - [`cluster`] is the Kubernetes side (observe, associate, MachineSets,
 //!   Node metadata, drain, safe reboots); [`reconcile`] runs the whole round.
 //! - [`status`] renders the status files (pure) and publishes them to Git.
+//! - [`progress`] names the long steps of a round as tracing events.
 //! - [`daemon`] is `winfleet run`: triggers, schedule, webhook, metrics,
 //!   leader election, one round at a time.
 
@@ -40,6 +41,7 @@ pub mod lifecycle;
 pub mod node;
 pub mod payload;
 pub mod plan;
+pub mod progress;
 pub mod reconcile;
 pub mod render;
 pub mod source;

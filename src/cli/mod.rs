@@ -3,11 +3,14 @@
 //! binary.
 
 mod apply;
+mod docs;
 mod live;
 mod load;
+pub mod logging;
 pub mod output;
 mod payload;
 mod plan;
+mod progress;
 mod render;
 mod run;
 mod status;
@@ -24,6 +27,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log format on stderr: with json every stderr line is a JSON object (messages, progress and
+    /// diagnostics included).
+    #[arg(long, global = true, value_enum, env = "WINFLEET_LOG_FORMAT", default_value_t = logging::LogFormat::Text)]
+    pub log_format: logging::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -51,6 +58,10 @@ enum Command {
     /// Work with a payload directory (the node files WMCO ships under /payload).
     #[command(subcommand)]
     Payload(payload::PayloadCommand),
+    /// Print a shell completion script for winfleet (e.g. `winfleet completions bash > /etc/bash_completion.d/winfleet`).
+    Completions(docs::CompletionsArgs),
+    /// Print winfleet's man page (roff) on stdout, or a subcommand's (e.g. `winfleet man apply | man -l -`).
+    Man(docs::ManArgs),
 }
 
 /// Where the repository is and which revision to read.
@@ -102,7 +113,7 @@ struct PlanArgs {
 struct ApplyArgs {
     #[command(flatten)]
     repo: RepoArgs,
-    /// Run one round and exit (the continuous daemon comes later).
+    /// Run one round and exit (`winfleet run` is the continuous reconciler).
     #[arg(long, required = true)]
     once: bool,
     /// Observe and print the live plan; change nothing.
@@ -270,16 +281,24 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Payload(command) => payload::run(&command),
+        Command::Completions(args) => docs::completions(&args),
+        Command::Man(args) => docs::man(&args),
     }
 }
 
 impl Cli {
-    /// The default log filter and whether logs are JSON: the daemon logs
-    /// at info; the one-shot commands only errors (their output is the result).
-    pub fn logging(&self) -> (&'static str, bool) {
-        match &self.command {
-            Command::Run(args) => ("info,kube_client=warn", matches!(args.log_format, run::LogFormat::Json)),
-            _ => ("error", false),
-        }
+    /// What the command logs: the daemon at info; the one-shot commands
+    /// only errors in text (their output is the result, their messages
+    /// plain lines, a live round's progress drawn), and their messages and
+    /// progress too in JSON.
+    pub fn logging(&self) -> logging::Logging {
+        let json = self.log_format == logging::LogFormat::Json;
+        let filter = match (&self.command, json) {
+            (Command::Run(_), _) => "info,kube_client=warn",
+            (_, true) => "error,winfleet=info",
+            (_, false) => "error",
+        };
+        let progress = matches!(self.command, Command::Apply(_) | Command::Plan(_));
+        logging::Logging { filter, progress }
     }
 }

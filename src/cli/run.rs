@@ -15,16 +15,6 @@ use winfleet::desired::rules::fleet::parse_duration;
 
 use super::{GitArgs, RoundArgs, live, load};
 
-/// How log lines are written.
-#[derive(Clone, Copy, Debug, Default, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[default]
-    Text,
-    /// One JSON object per line.
-    Json,
-}
-
 /// `winfleet run` flags; each has a `WINFLEET_*` environment variable.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
@@ -65,9 +55,6 @@ pub struct RunArgs {
     /// Serve /healthz, /readyz and /metrics here.
     #[arg(long, value_name = "ADDR", env = "WINFLEET_METRICS_ADDR", default_value = "0.0.0.0:9090")]
     metrics_addr: SocketAddr,
-    /// Log format.
-    #[arg(long, value_enum, env = "WINFLEET_LOG_FORMAT", default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
     /// Elect a leader through a coordination.k8s.io Lease; only the leader reconciles.
     #[arg(long, env = "WINFLEET_LEADER_ELECT")]
     leader_elect: bool,
