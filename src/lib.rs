@@ -17,6 +17,7 @@
 //! - [`render`] holds the pure renderers (hosts.toml, mirrors, credentials).
 //! - [`plan`] compares two desired states (the offline plan for review) and
 //!   prints plans as text, markdown or JSON.
+//! - [`duration`] is the one duration parser (Fleet fields and flags).
 //! - [`diagnostic`] is the one vocabulary for what validation reports.
 //! - [`node`] holds what a node should have ([`node::NodeSpec`]), what it
 //!   was observed to have ([`node::facts::NodeFacts`]) and the pure
@@ -36,6 +37,7 @@ pub mod daemon;
 pub mod desired;
 pub mod diagnostic;
 pub mod dialect;
+pub mod duration;
 pub mod engine;
 pub mod lifecycle;
 pub mod node;

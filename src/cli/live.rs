@@ -2,7 +2,6 @@
 //! revision, connect to the cluster (or say SSH-only), run the round.
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
@@ -34,8 +33,8 @@ pub fn round(repo: &Path, rev: Option<&str>, args: &RoundArgs, dry_run: bool) ->
         whole_fleet: args.nodes.is_none(),
         rollout: RolloutOptions {
             max_unavailable: desired.fleet.max_unavailable.max(1) as usize,
-            drain_timeout: Duration::from_secs(args.drain_timeout),
-            reboot_timeout: Duration::from_secs(args.reboot_timeout),
+            drain_timeout: args.drain_timeout,
+            reboot_timeout: args.reboot_timeout,
             ..RolloutOptions::default()
         },
         stop: CancellationToken::new(),
@@ -70,8 +69,8 @@ pub fn pool(args: &RoundArgs) -> anyhow::Result<Pool> {
     let known_hosts = KnownHosts::load(known_hosts_path, args.trust_on_first_use)
         .with_context(|| format!("cannot read known hosts {}", known_hosts_path.display()))?;
     let settings = Settings {
-        connect_timeout: Duration::from_secs(args.connect_timeout),
-        command_timeout: Duration::from_secs(args.command_timeout),
+        connect_timeout: args.connect_timeout,
+        command_timeout: args.command_timeout,
         ..Settings::default()
     };
     Ok(Pool::new(key, known_hosts, settings))

@@ -18,6 +18,7 @@ mod validate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -193,12 +194,13 @@ struct RoundArgs {
     /// A .dockerconfigjson file with registry credentials for the hosts.toml headers.
     #[arg(long, value_name = "FILE", env = "WINFLEET_PULL_SECRET")]
     pull_secret: Option<PathBuf>,
-    /// Seconds allowed for connecting and authenticating to a node.
-    #[arg(long, value_name = "SECS", default_value_t = 15)]
-    connect_timeout: u64,
-    /// Seconds allowed for one script on a node.
-    #[arg(long, value_name = "SECS", default_value_t = 120)]
-    command_timeout: u64,
+    /// Time allowed for connecting and authenticating to a node (a duration such as 15s; a bare
+    /// number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration)]
+    connect_timeout: Duration,
+    /// Time allowed for one script on a node.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = duration)]
+    command_timeout: Duration,
     /// kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the pod's service account;
     /// with none of them winfleet runs SSH-only).
     #[arg(long, value_name = "FILE", env = "WINFLEET_KUBECONFIG")]
@@ -209,27 +211,32 @@ struct RoundArgs {
     /// Fail instead of running SSH-only when no cluster is configured.
     #[arg(long)]
     require_cluster: bool,
-    /// Seconds one node's drain may take before its safe reboot is abandoned (the node is uncordoned).
-    #[arg(long, value_name = "SECS", default_value_t = 600)]
-    drain_timeout: u64,
-    /// Seconds a rebooting node has to answer over SSH with a new boot and be Ready; after that the
+    /// How long one node's drain may take before its safe reboot is abandoned (the node is uncordoned).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration)]
+    drain_timeout: Duration,
+    /// How long a rebooting node has to answer over SSH with a new boot and be Ready; after that the
     /// rollout stops and the node stays cordoned.
-    #[arg(long, value_name = "SECS", default_value_t = 900)]
-    reboot_timeout: u64,
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = duration)]
+    reboot_timeout: Duration,
     /// The payload directory (the node files WMCO ships in its image under /payload); its digest
     /// must equal the Fleet's spec.payload.digest for any node to be configured.
     #[arg(long, value_name = "DIR", env = "WINFLEET_PAYLOAD_DIR")]
     payload_dir: Option<PathBuf>,
-    /// Seconds a joining node's kubelet has to get its CSR approved and register its Node, and then
+    /// How long a joining node's kubelet has to get its CSR approved and register its Node, and then
     /// to be Ready once its services run.
-    #[arg(long, value_name = "SECS", default_value_t = 600)]
-    join_timeout: u64,
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration)]
+    join_timeout: Duration,
+}
+
+/// Every duration flag: `90s`, `10m`, `1h30m`, or a bare number of seconds.
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
+    winfleet::duration::parse_flag(text)
 }
 
 impl RoundArgs {
     /// The join settings these flags give.
     fn join(&self) -> winfleet::cluster::join::JoinOptions {
-        let timeout = std::time::Duration::from_secs(self.join_timeout);
+        let timeout = self.join_timeout;
         winfleet::cluster::join::JoinOptions {
             register_timeout: timeout,
             ready_timeout: timeout,

@@ -11,7 +11,6 @@ use winfleet::daemon::lease::{self, LeaseConfig};
 use winfleet::daemon::source::SourceConfig;
 use winfleet::daemon::webhook::WebhookConfig;
 use winfleet::daemon::{self, Config};
-use winfleet::desired::rules::fleet::parse_duration;
 
 use super::{GitArgs, RoundArgs, live, load};
 
@@ -44,8 +43,8 @@ pub struct RunArgs {
     )]
     status_author: String,
     /// How often the source is checked without a webhook or file event (±5% jitter).
-    #[arg(long, value_name = "DURATION", env = "WINFLEET_POLL_INTERVAL", default_value = "1m")]
-    poll_interval: String,
+    #[arg(long, value_name = "DURATION", env = "WINFLEET_POLL_INTERVAL", default_value = "1m", value_parser = poll_interval)]
+    poll_interval: Duration,
     /// Serve the push webhook here (GitHub, GitLab, or a generic HMAC signature).
     #[arg(long, value_name = "ADDR", env = "WINFLEET_WEBHOOK_ADDR", requires = "webhook_secret_file")]
     webhook_addr: Option<SocketAddr>,
@@ -61,9 +60,9 @@ pub struct RunArgs {
     /// Namespace of the Lease (default: the pod's namespace).
     #[arg(long, value_name = "NS", env = "WINFLEET_LEADER_ELECT_NAMESPACE")]
     leader_elect_namespace: Option<String>,
-    /// Seconds running node scripts may take to finish after SIGTERM.
-    #[arg(long, value_name = "SECS", env = "WINFLEET_SHUTDOWN_TIMEOUT", default_value_t = 25)]
-    shutdown_timeout: u64,
+    /// How long running node scripts may take to finish after SIGTERM.
+    #[arg(long, value_name = "DURATION", env = "WINFLEET_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = super::duration)]
+    shutdown_timeout: Duration,
     /// Do not watch the cluster for new Windows Nodes and Machines.
     #[arg(long)]
     no_cluster_watch: bool,
@@ -105,9 +104,6 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
         (None, Some(path)) => SourceConfig::Checkout { path: path.clone() },
         (None, None) => bail!("--repo-url or --repo-path is needed"),
     };
-    let poll_interval = parse_duration(&args.poll_interval)
-        .filter(|d| !d.is_zero())
-        .with_context(|| format!("--poll-interval {:?} is not a duration like 30s, 1m or 1h30m", args.poll_interval))?;
     let webhook = match (&args.webhook_addr, &args.webhook_secret_file) {
         (Some(addr), Some(file)) => Some((*addr, WebhookConfig::from_file(file, &args.branch)?)),
         _ => None,
@@ -129,11 +125,11 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
         status_url: args.status_repo_url.clone(),
         author_name,
         author_email,
-        poll_interval,
-        shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
+        poll_interval: args.poll_interval,
+        shutdown_timeout: args.shutdown_timeout,
         max_parallel: args.round.max_parallel,
-        drain_timeout: Duration::from_secs(args.round.drain_timeout),
-        reboot_timeout: Duration::from_secs(args.round.reboot_timeout),
+        drain_timeout: args.round.drain_timeout,
+        reboot_timeout: args.round.reboot_timeout,
         pull_secret,
         metrics_addr: Some(args.metrics_addr),
         webhook,
@@ -143,6 +139,14 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
         payload_dir: args.round.payload_dir.clone(),
         join: args.round.join(),
     })
+}
+
+/// A poll interval: a duration above zero.
+fn poll_interval(text: &str) -> Result<Duration, String> {
+    match super::duration(text)? {
+        d if d.is_zero() => Err(format!("{text:?} is zero: the source would be polled without pause")),
+        d => Ok(d),
+    }
 }
 
 /// "Name <email>".
