@@ -7,6 +7,19 @@
 # needs (git, a C toolchain, OpenSSL headers, OpenSSH server) when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+cat <<'NEEDS'
+This demo needs:
+  - the Rust toolchain (cargo) on PATH;
+  - git, a C toolchain, pkg-config, libssl-dev and the OpenSSH server and
+    client; missing ones are installed with apt-get, which needs root;
+  - as root, the demo fleet creates an unprivileged login user,
+    winfleet-node (shell /bin/sh), and runs its sshd nodes as root; as
+    anyone else they run as you and log in as you.
+NEEDS
+echo
+
+command -v cargo >/dev/null 2>&1 || { echo "demo: cargo is not on PATH (install Rust from https://rustup.rs)" >&2; exit 1; }
 need=()
 command -v git >/dev/null 2>&1 || need+=(git)
 command -v cc >/dev/null 2>&1 || need+=(gcc)
@@ -16,11 +29,18 @@ dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
 [ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
 command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
 if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "demo: missing ${need[*]}; install them (apt-get as root does it here), then run the demo again" >&2
+    exit 1
+  fi
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
 fi
 
 cargo build --release --quiet
-winfleet=$PWD/target/release/winfleet
+# Wherever cargo puts it: CARGO_TARGET_DIR and .cargo/config.toml move target/.
+target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+winfleet=$target_dir/release/winfleet
+[ -x "$winfleet" ] || { echo "demo: cargo built no $winfleet" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 

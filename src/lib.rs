@@ -17,6 +17,7 @@
 //! - [`render`] holds the pure renderers (hosts.toml, mirrors, credentials).
 //! - [`plan`] compares two desired states (the offline plan for review) and
 //!   prints plans as text, markdown or JSON.
+//! - [`duration`] is the one duration parser (Fleet fields and flags).
 //! - [`diagnostic`] is the one vocabulary for what validation reports.
 //! - [`node`] holds what a node should have ([`node::NodeSpec`]), what it
 //!   was observed to have ([`node::facts::NodeFacts`]) and the pure
@@ -27,6 +28,7 @@
 //! - [`cluster`] is the Kubernetes side (observe, associate, MachineSets,
 //!   Node metadata, drain, safe reboots); [`reconcile`] runs the whole round.
 //! - [`status`] renders the status files (pure) and publishes them to Git.
+//! - [`progress`] names the long steps of a round as tracing events.
 //! - [`daemon`] is `winfleet run`: triggers, schedule, webhook, metrics,
 //!   leader election, one round at a time.
 
@@ -35,11 +37,13 @@ pub mod daemon;
 pub mod desired;
 pub mod diagnostic;
 pub mod dialect;
+pub mod duration;
 pub mod engine;
 pub mod lifecycle;
 pub mod node;
 pub mod payload;
 pub mod plan;
+pub mod progress;
 pub mod reconcile;
 pub mod render;
 pub mod source;

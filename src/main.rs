@@ -17,20 +17,9 @@ fn main() -> ExitCode {
         }
     };
     // Diagnostics for operators: RUST_LOG=winfleet=debug shows retries and
-    // reconnects. The one-shot commands log only errors by default (their
-    // results go to stdout/stderr); the daemon logs at info.
-    let (default_filter, json) = args.logging();
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_filter));
-    let logs = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    if json {
-        logs.json().init();
-    } else {
-        logs.init();
-    }
+    // reconnects (see cli::logging for each command's default).
+    let logging = args.logging();
+    cli::logging::init(args.log_format, logging);
     match cli::run(args) {
         Ok(code) => code,
         Err(e) => {

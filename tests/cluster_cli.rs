@@ -113,6 +113,19 @@ async fn live_plan_then_apply_labels_nodes_and_stops_when_a_rebooted_node_does_n
     ))
     .await;
     assert_eq!(code, 1, "{out}\n{err}");
+    // stderr is not a terminal: every phase is a plain line with the elapsed time.
+    let progress = |text: &str| err.lines().any(|l| l.starts_with("winfleet: [") && l.contains(text));
+    for phase in [
+        "] win-0: cordoned for a safe reboot",
+        "] win-0: draining",
+        "] win-0: drained: 0 pod(s) evicted",
+        "] win-0: rebooting after evicting 0 pod(s)",
+        "] win-0: waiting for a new boot and a Ready Node",
+        "] win-0: waiting for a new boot and a Ready Node: it answers over SSH but has not rebooted",
+        "] win-0: safe reboot failed at ",
+    ] {
+        assert!(progress(phase), "no progress line with {phase:?}:\n{err}");
+    }
     let report: Value = serde_json::from_str(&out).unwrap();
     let cluster = &report["cluster"];
     assert_eq!(cluster["nodes"][0]["outcome"], "applied", "{cluster:#}");
@@ -159,6 +172,15 @@ fn without_a_cluster_it_says_ssh_only_and_require_cluster_makes_it_an_error() {
     assert_eq!(code, 2, "{err}");
     assert_eq!(err.lines().filter(|l| l.contains("SSH-only mode")).count(), 1, "{err}");
     assert_eq!(required_code, 1, "{required_err}");
+    // With --log-format json every stderr line is JSON, the notice a WARN.
+    let (json_code, json_err) = run(&["--log-format", "json"]);
+    assert_eq!(json_code, 2, "{json_err}");
+    let lines: Vec<Value> =
+        json_err.lines().map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"))).collect();
+    let notice = lines.iter().find(|l| l["fields"]["message"].as_str().unwrap().contains("SSH-only mode")).unwrap();
+    assert_eq!(notice["level"], "WARN", "{json_err}");
+    let node = lines.iter().find(|l| l["target"] == "winfleet::progress").unwrap();
+    assert_eq!(node["fields"]["phase"], "done", "{json_err}");
     assert!(
         required_err.contains("no cluster is configured") && required_err.contains("--require-cluster"),
         "{required_err}"

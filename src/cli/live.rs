@@ -1,9 +1,7 @@
 //! A live round, shared by `apply --once` and `plan --live`: load the
 //! revision, connect to the cluster (or say SSH-only), run the round.
 
-use std::io::{IsTerminal, Write};
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
@@ -12,6 +10,7 @@ use winfleet::cluster::rollout::RolloutOptions;
 use winfleet::desired::model::Instance;
 use winfleet::engine::host::SshHost;
 use winfleet::engine::report::{self, NodeReport};
+use winfleet::progress::{self, Phase};
 use winfleet::reconcile::{self, Options, report::RoundReport};
 use winfleet::ssh::{self, KnownHosts, Pool, Settings};
 
@@ -43,8 +42,8 @@ pub fn round(
         whole_fleet: args.nodes.is_none(),
         rollout: RolloutOptions {
             max_unavailable: desired.fleet.max_unavailable.max(1) as usize,
-            drain_timeout: Duration::from_secs(args.drain_timeout),
-            reboot_timeout: Duration::from_secs(args.reboot_timeout),
+            drain_timeout: args.drain_timeout,
+            reboot_timeout: args.reboot_timeout,
             ..RolloutOptions::default()
         },
         stop: CancellationToken::new(),
@@ -57,15 +56,17 @@ pub fn round(
         let pool = pool(args)?;
         let cluster = cluster(args).await?;
         let host = SshHost { pool: &pool };
-        let mut progress = Progress::new(instances.len());
-        let report =
-            reconcile::round(cluster.as_ref(), &pool, &host, &desired, &instances, &options, |r| progress.node(r))
-                .await;
-        progress.finish();
+        let report = reconcile::round(cluster.as_ref(), &pool, &host, &desired, &instances, &options, node_done).await;
         pool.close().await;
         anyhow::Ok(report)
     })?;
     Ok(Some(report))
+}
+
+/// Reports a node's result as a progress event (a failure at WARN).
+fn node_done(report: &NodeReport) {
+    let phase = if report.failed() { Phase::Failed } else { Phase::Done };
+    progress::step(&report::node_who(report), phase, &report::node_outcome(report));
 }
 
 /// The SSH pool `--ssh-key` and `--known-hosts` describe.
@@ -77,8 +78,8 @@ pub fn pool(args: &RoundArgs) -> anyhow::Result<Pool> {
     let known_hosts = KnownHosts::load(known_hosts_path, args.trust_on_first_use)
         .with_context(|| format!("cannot read known hosts {}", known_hosts_path.display()))?;
     let settings = Settings {
-        connect_timeout: Duration::from_secs(args.connect_timeout),
-        command_timeout: Duration::from_secs(args.command_timeout),
+        connect_timeout: args.connect_timeout,
+        command_timeout: args.command_timeout,
         ..Settings::default()
     };
     Ok(Pool::new(key, known_hosts, settings))
@@ -90,11 +91,11 @@ pub async fn cluster(args: &RoundArgs) -> anyhow::Result<Option<Cluster>> {
     let config = ClusterConfig { kubeconfig: args.kubeconfig.clone(), context: args.context.clone() };
     let cluster = connect(&config).await?;
     match &cluster {
-        Some(cluster) => output::error(&format!("Cluster: {}", cluster.url)),
+        Some(cluster) => output::info(&format!("Cluster: {}", cluster.url)),
         None if args.require_cluster => bail!(
             "no cluster is configured (no --kubeconfig, KUBECONFIG, ~/.kube/config or in-cluster service account) and --require-cluster is set"
         ),
-        None => output::error(
+        None => output::warn(
             "SSH-only mode: no cluster configured (no --kubeconfig, KUBECONFIG, ~/.kube/config or in-cluster service account); \
                  node files and environment only, Nodes, MachineSets and reboots are left alone",
         ),
@@ -123,37 +124,4 @@ fn select<'a>(
         bail!("--nodes names instance(s) the repository does not list: {}", unknown.join(", "));
     }
     Ok(selected)
-}
-
-/// Progress on stderr: a counter on a terminal, a line per node otherwise.
-struct Progress {
-    total: usize,
-    done: usize,
-    failed: usize,
-    terminal: bool,
-}
-
-impl Progress {
-    fn new(total: usize) -> Self {
-        Self { total, done: 0, failed: 0, terminal: std::io::stderr().is_terminal() }
-    }
-
-    fn node(&mut self, report: &NodeReport) {
-        self.done += 1;
-        if report.failed() {
-            self.failed += 1;
-        }
-        let mut stderr = std::io::stderr().lock();
-        let _ = if self.terminal {
-            write!(stderr, "\r{}/{} nodes done, {} failed ", self.done, self.total, self.failed)
-        } else {
-            writeln!(stderr, "{}", report::node_line(report))
-        };
-    }
-
-    fn finish(&self) {
-        if self.terminal && self.total > 0 {
-            let _ = writeln!(std::io::stderr());
-        }
-    }
 }

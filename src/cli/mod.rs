@@ -4,11 +4,14 @@
 
 mod apply;
 mod control;
+mod docs;
 mod live;
 mod load;
+pub mod logging;
 pub mod output;
 mod payload;
 mod plan;
+mod progress;
 mod render;
 mod run;
 mod status;
@@ -17,6 +20,7 @@ mod verify;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -26,6 +30,10 @@ use clap::{Parser, Subcommand, ValueEnum};
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Log format on stderr: with json every stderr line is a JSON object (messages, progress and
+    /// diagnostics included).
+    #[arg(long, global = true, value_enum, env = "WINFLEET_LOG_FORMAT", default_value_t = logging::LogFormat::Text)]
+    pub log_format: logging::LogFormat,
 }
 
 #[derive(Debug, Subcommand)]
@@ -59,6 +67,10 @@ enum Command {
     Suspend(control::ControlArgs),
     /// Tell the running daemon to go on: it applies the revision in force at once.
     Resume(control::ControlArgs),
+    /// Print a shell completion script for winfleet (e.g. `winfleet completions bash > /etc/bash_completion.d/winfleet`).
+    Completions(docs::CompletionsArgs),
+    /// Print winfleet's man page (roff) on stdout, or a subcommand's (e.g. `winfleet man apply | man -l -`).
+    Man(docs::ManArgs),
 }
 
 /// Where the repository is and which revision to read.
@@ -120,7 +132,7 @@ struct PlanArgs {
 struct ApplyArgs {
     #[command(flatten)]
     repo: RepoArgs,
-    /// Run one round and exit (the continuous daemon comes later).
+    /// Run one round and exit (`winfleet run` is the continuous reconciler).
     #[arg(long, required = true)]
     once: bool,
     /// Observe and print the live plan; change nothing.
@@ -200,12 +212,13 @@ struct RoundArgs {
     /// A .dockerconfigjson file with registry credentials for the hosts.toml headers.
     #[arg(long, value_name = "FILE", env = "WINFLEET_PULL_SECRET")]
     pull_secret: Option<PathBuf>,
-    /// Seconds allowed for connecting and authenticating to a node.
-    #[arg(long, value_name = "SECS", default_value_t = 15)]
-    connect_timeout: u64,
-    /// Seconds allowed for one script on a node.
-    #[arg(long, value_name = "SECS", default_value_t = 120)]
-    command_timeout: u64,
+    /// Time allowed for connecting and authenticating to a node (a duration such as 15s; a bare
+    /// number is seconds).
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration)]
+    connect_timeout: Duration,
+    /// Time allowed for one script on a node.
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = duration)]
+    command_timeout: Duration,
     /// kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the pod's service account;
     /// with none of them winfleet runs SSH-only).
     #[arg(long, value_name = "FILE", env = "WINFLEET_KUBECONFIG")]
@@ -216,27 +229,32 @@ struct RoundArgs {
     /// Fail instead of running SSH-only when no cluster is configured.
     #[arg(long)]
     require_cluster: bool,
-    /// Seconds one node's drain may take before its safe reboot is abandoned (the node is uncordoned).
-    #[arg(long, value_name = "SECS", default_value_t = 600)]
-    drain_timeout: u64,
-    /// Seconds a rebooting node has to answer over SSH with a new boot and be Ready; after that the
+    /// How long one node's drain may take before its safe reboot is abandoned (the node is uncordoned).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration)]
+    drain_timeout: Duration,
+    /// How long a rebooting node has to answer over SSH with a new boot and be Ready; after that the
     /// rollout stops and the node stays cordoned.
-    #[arg(long, value_name = "SECS", default_value_t = 900)]
-    reboot_timeout: u64,
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = duration)]
+    reboot_timeout: Duration,
     /// The payload directory (the node files WMCO ships in its image under /payload); its digest
     /// must equal the Fleet's spec.payload.digest for any node to be configured.
     #[arg(long, value_name = "DIR", env = "WINFLEET_PAYLOAD_DIR")]
     payload_dir: Option<PathBuf>,
-    /// Seconds a joining node's kubelet has to get its CSR approved and register its Node, and then
+    /// How long a joining node's kubelet has to get its CSR approved and register its Node, and then
     /// to be Ready once its services run.
-    #[arg(long, value_name = "SECS", default_value_t = 600)]
-    join_timeout: u64,
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration)]
+    join_timeout: Duration,
+}
+
+/// Every duration flag: `90s`, `10m`, `1h30m`, or a bare number of seconds.
+pub(crate) fn duration(text: &str) -> Result<Duration, String> {
+    winfleet::duration::parse_flag(text)
 }
 
 impl RoundArgs {
     /// The join settings these flags give.
     fn join(&self) -> winfleet::cluster::join::JoinOptions {
-        let timeout = std::time::Duration::from_secs(self.join_timeout);
+        let timeout = self.join_timeout;
         winfleet::cluster::join::JoinOptions {
             register_timeout: timeout,
             ready_timeout: timeout,
@@ -290,16 +308,24 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Payload(command) => payload::run(&command),
         Command::Suspend(args) => control::run(&args, true),
         Command::Resume(args) => control::run(&args, false),
+        Command::Completions(args) => docs::completions(&args),
+        Command::Man(args) => docs::man(&args),
     }
 }
 
 impl Cli {
-    /// The default log filter and whether logs are JSON: the daemon logs
-    /// at info; the one-shot commands only errors (their output is the result).
-    pub fn logging(&self) -> (&'static str, bool) {
-        match &self.command {
-            Command::Run(args) => ("info,kube_client=warn", matches!(args.log_format, run::LogFormat::Json)),
-            _ => ("error", false),
-        }
+    /// What the command logs: the daemon at info; the one-shot commands
+    /// only errors in text (their output is the result, their messages
+    /// plain lines, a live round's progress drawn), and their messages and
+    /// progress too in JSON.
+    pub fn logging(&self) -> logging::Logging {
+        let json = self.log_format == logging::LogFormat::Json;
+        let filter = match (&self.command, json) {
+            (Command::Run(_), _) => "info,kube_client=warn",
+            (_, true) => "error,winfleet=info",
+            (_, false) => "error",
+        };
+        let progress = matches!(self.command, Command::Apply(_) | Command::Plan(_));
+        logging::Logging { filter, progress }
     }
 }

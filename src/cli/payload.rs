@@ -25,7 +25,7 @@ pub fn run(command: &PayloadCommand) -> anyhow::Result<ExitCode> {
         PayloadCommand::Digest { dir } => {
             let payload = Payload::load(dir)?;
             for skipped in &payload.skipped {
-                output::error(&format!("note: {} is not part of the payload: {}", skipped.path, skipped.reason));
+                output::warn(&format!("note: {} is not part of the payload: {}", skipped.path, skipped.reason));
             }
             output::out(&format!("{}\n{}", payload.digest, payload.manifest));
             Ok(ExitCode::SUCCESS)

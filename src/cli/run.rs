@@ -12,19 +12,8 @@ use winfleet::daemon::source::SourceConfig;
 use winfleet::daemon::suspend::ControlToken;
 use winfleet::daemon::webhook::WebhookConfig;
 use winfleet::daemon::{self, Config};
-use winfleet::desired::rules::fleet::parse_duration;
 
 use super::{GitArgs, RoundArgs, live, load};
-
-/// How log lines are written.
-#[derive(Clone, Copy, Debug, Default, clap::ValueEnum)]
-pub enum LogFormat {
-    /// Human-readable lines.
-    #[default]
-    Text,
-    /// One JSON object per line.
-    Json,
-}
 
 /// `winfleet run` flags; each has a `WINFLEET_*` environment variable.
 #[derive(Debug, clap::Args)]
@@ -55,8 +44,8 @@ pub struct RunArgs {
     )]
     status_author: String,
     /// How often the source is checked without a webhook or file event (±5% jitter).
-    #[arg(long, value_name = "DURATION", env = "WINFLEET_POLL_INTERVAL", default_value = "1m")]
-    poll_interval: String,
+    #[arg(long, value_name = "DURATION", env = "WINFLEET_POLL_INTERVAL", default_value = "1m", value_parser = poll_interval)]
+    poll_interval: Duration,
     /// Serve the push webhook here (GitHub, GitLab, or a generic HMAC signature).
     #[arg(long, value_name = "ADDR", env = "WINFLEET_WEBHOOK_ADDR", requires = "webhook_secret_file")]
     webhook_addr: Option<SocketAddr>,
@@ -66,9 +55,6 @@ pub struct RunArgs {
     /// Serve /healthz, /readyz and /metrics here.
     #[arg(long, value_name = "ADDR", env = "WINFLEET_METRICS_ADDR", default_value = "0.0.0.0:9090")]
     metrics_addr: SocketAddr,
-    /// Log format.
-    #[arg(long, value_enum, env = "WINFLEET_LOG_FORMAT", default_value_t = LogFormat::Text)]
-    pub log_format: LogFormat,
     /// Elect a leader through a coordination.k8s.io Lease; only the leader reconciles.
     #[arg(long, env = "WINFLEET_LEADER_ELECT")]
     leader_elect: bool,
@@ -88,9 +74,9 @@ pub struct RunArgs {
     /// Read only this directory of the repository (relative to its root), as its root.
     #[arg(long, value_name = "DIR", env = "WINFLEET_PATH")]
     path: Option<String>,
-    /// Seconds running node scripts may take to finish after SIGTERM.
-    #[arg(long, value_name = "SECS", env = "WINFLEET_SHUTDOWN_TIMEOUT", default_value_t = 25)]
-    shutdown_timeout: u64,
+    /// How long running node scripts may take to finish after SIGTERM.
+    #[arg(long, value_name = "DURATION", env = "WINFLEET_SHUTDOWN_TIMEOUT", default_value = "25s", value_parser = super::duration)]
+    shutdown_timeout: Duration,
     /// Do not watch the cluster for new Windows Nodes and Machines.
     #[arg(long)]
     no_cluster_watch: bool,
@@ -132,9 +118,6 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
         (None, Some(path)) => SourceConfig::Checkout { path: path.clone() },
         (None, None) => bail!("--repo-url or --repo-path is needed"),
     };
-    let poll_interval = parse_duration(&args.poll_interval)
-        .filter(|d| !d.is_zero())
-        .with_context(|| format!("--poll-interval {:?} is not a duration like 30s, 1m or 1h30m", args.poll_interval))?;
     let webhook = match (&args.webhook_addr, &args.webhook_secret_file) {
         (Some(addr), Some(file)) => Some((*addr, WebhookConfig::from_file(file, &args.branch)?)),
         _ => None,
@@ -166,11 +149,11 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
         status_url: args.status_repo_url.clone(),
         author_name,
         author_email,
-        poll_interval,
-        shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
+        poll_interval: args.poll_interval,
+        shutdown_timeout: args.shutdown_timeout,
         max_parallel: args.round.max_parallel,
-        drain_timeout: Duration::from_secs(args.round.drain_timeout),
-        reboot_timeout: Duration::from_secs(args.round.reboot_timeout),
+        drain_timeout: args.round.drain_timeout,
+        reboot_timeout: args.round.reboot_timeout,
         pull_secret,
         metrics_addr: Some(args.metrics_addr),
         webhook,
@@ -180,6 +163,14 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
         payload_dir: args.round.payload_dir.clone(),
         join: args.round.join(),
     })
+}
+
+/// A poll interval: a duration above zero.
+fn poll_interval(text: &str) -> Result<Duration, String> {
+    match super::duration(text)? {
+        d if d.is_zero() => Err(format!("{text:?} is zero: the source would be polled without pause")),
+        d => Ok(d),
+    }
 }
 
 /// "Name <email>".

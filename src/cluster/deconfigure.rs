@@ -32,6 +32,7 @@ use crate::desired::model::Instance;
 use crate::engine::report::{NodeReport, NodeResult, node_line};
 use crate::engine::{self, NodeContext};
 use crate::lifecycle::Mode;
+use crate::progress::{self, Phase};
 use crate::ssh::Pool;
 
 /// Where a deconfigure stopped.
@@ -184,9 +185,12 @@ fn report(l: &Leaving, result: DeconfigureResult) -> DeconfigureReport {
 async fn deconfigure_one<H: Host>(t: &Teardown<'_, H>, l: &Leaving) -> DeconfigureReport {
     let result = run(t, l).await;
     let regarding = Regarding::Node(&l.node.name, &l.node.uid);
+    if let DeconfigureResult::Deconfigured { .. } = &result {
+        progress::step(&l.node.name, Phase::Done, "deconfigured; its Node is deleted");
+    }
     if let DeconfigureResult::Failed { stage, reason } = &result {
         let note = format!("deconfigure stopped at {}: {reason}; the next round goes on", stage.name());
-        tracing::warn!(node = %l.node.name, "{note}");
+        progress::step(&l.node.name, Phase::Failed, &note);
         t.events.publish(regarding, Reason::DeconfigureFailed, note).await;
     }
     report(l, result)
@@ -216,6 +220,7 @@ async fn run<H: Host>(t: &Teardown<'_, H>, l: &Leaving) -> DeconfigureResult {
     };
     // A reboot is owed as soon as proxy variables are to be removed: the
     // annotation is written before the step, so a crash cannot lose it.
+    progress::step(name, Phase::Node, "removing winfleet's services and files");
     let planned = engine::node(t.pool, &l.instance, true, &context(&fresh)).await;
     let mut reboot_owed = fresh.annotations.contains_key(REBOOT_REQUIRED_ANNOTATION);
     if !reboot_owed && removes_environment(&planned) {

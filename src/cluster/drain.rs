@@ -14,6 +14,7 @@ use tokio::time::Instant;
 
 use super::apply::api_error;
 use super::events::{Events, Reason, Regarding};
+use crate::progress::{self, Phase};
 
 /// How a drain runs.
 #[derive(Clone, Copy, Debug)]
@@ -69,6 +70,9 @@ pub async fn drain(
     let all: Api<Pod> = Api::all(client.clone());
     let mut evicted: BTreeSet<String> = BTreeSet::new();
     let mut reported_blocked: BTreeSet<String> = BTreeSet::new();
+    // The pod last said to be waited for: progress names each pod once.
+    let mut waiting_for = String::new();
+    progress::step(name, Phase::Drain, "draining");
     loop {
         let pods = match all.list(&on_node).await {
             Ok(pods) => pods.items,
@@ -81,7 +85,16 @@ pub async fn drain(
         };
         let remaining: Vec<&Pod> = pods.iter().filter(|p| !stays(p)).collect();
         if remaining.is_empty() {
+            progress::step(name, Phase::Drain, &format!("drained: {} pod(s) evicted", evicted.len()));
             return Ok(evicted.len());
+        }
+        if let Some(first) = remaining.first().map(|p| pod_name(p))
+            && first != waiting_for
+        {
+            let others = remaining.len() - 1;
+            let more = if others > 0 { format!(" and {others} other pod(s)") } else { String::new() };
+            progress::step(name, Phase::Drain, &format!("waiting for pod {first}{more} to leave"));
+            waiting_for = first;
         }
         let mut blocked = Vec::new();
         for pod in &remaining {
@@ -99,7 +112,7 @@ pub async fn drain(
                 Err(kube::Error::Api(e)) if e.code == 429 => {
                     let why = format!("eviction of pod {} is blocked: {}", pod_name(pod), e.message);
                     if reported_blocked.insert(pod_uid) {
-                        tracing::info!(node = name, "{why}; retrying");
+                        progress::step(name, Phase::Drain, &format!("{why}; retrying"));
                         let (regarding, pod_ref) = (Regarding::Node(name, uid), Some(pod_reference(pod)));
                         events
                             .publish_about(regarding, pod_ref, Reason::DrainBlocked, format!("{why}; retrying"))

@@ -41,6 +41,7 @@ use crate::desired::model::Instance;
 use crate::engine::report::NodeReport;
 use crate::engine::{self, NodeContext};
 use crate::lifecycle::{Mode, VERSION_ANNOTATION};
+use crate::progress::{self, Phase};
 use crate::ssh::Pool;
 
 /// WMCO's BYOH label (WMCO-SPEC 4.1).
@@ -243,13 +244,17 @@ async fn join_one(shared: &Shared<'_>, candidate: Candidate<'_>) -> JoinReport {
     };
     let fail = |step, reason: String| JoinResult::Failed { step, reason };
     let nodes: Api<Node> = Api::all(shared.client.clone());
+    let address = candidate.instance.address.as_str();
+    progress::step(address, Phase::Join, "waiting for its kubelet's CSRs and its Node to register");
     let node = match registered(shared, &nodes, candidate.ipv4).await {
         Ok(node) => node,
         Err(reason) => {
+            progress::step(address, Phase::Failed, &format!("join stopped at {}: {reason}", JoinStep::Register.name()));
             report.result = fail(JoinStep::Register, reason);
             return report;
         }
     };
+    progress::step(address, Phase::Join, &format!("registered as Node {}", node.name));
     report.node = Some(node.name.clone());
     let regarding = || Regarding::Node(&node.name, &node.uid);
     let steps = async {
@@ -270,10 +275,12 @@ async fn join_one(shared: &Shared<'_>, candidate: Candidate<'_>) -> JoinReport {
     };
     match steps.await {
         Ok(()) => {
+            progress::step(address, Phase::Done, &format!("joined as Node {}, Ready", node.name));
             let note = format!("instance {} joined as a Ready worker", candidate.instance.address);
             shared.events.publish(regarding(), Reason::NodeJoined, note).await;
         }
         Err((step, reason)) => {
+            progress::step(address, Phase::Failed, &format!("join stopped at {}: {reason}", step.name()));
             let note = format!("joining instance {} stopped at {}: {reason}", candidate.instance.address, step.name());
             shared.events.publish(regarding(), Reason::JoinFailed, note).await;
             report.result = fail(step, reason);
@@ -349,6 +356,7 @@ pub(crate) async fn patch_fresh(
 /// the marker, left by a crash, is not written again).
 pub(crate) async fn cordon(nodes: &Api<Node>, name: &str, marker: Option<(&str, &str)>) -> Result<bool, String> {
     let mut wrote = false;
+    progress::step(name, Phase::Cordon, "cordoning");
     patch_fresh(nodes, name, |n| {
         let marked = marker.is_none_or(|(key, _)| n.annotations.contains_key(key));
         if marked && n.unschedulable {
@@ -418,6 +426,7 @@ pub(crate) async fn ready(
     options: JoinOptions,
 ) -> Result<(), String> {
     let deadline = Instant::now() + options.ready_timeout;
+    progress::step(name, Phase::WaitReady, "waiting for a Ready Node");
     loop {
         let last = match nodes.get_opt(name).await {
             Ok(Some(node)) => match ready_heartbeat(&node) {

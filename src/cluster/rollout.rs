@@ -29,6 +29,7 @@ use super::events::{Events, Reason, Regarding};
 use super::observe::node_obs;
 use super::{CORDONED_ANNOTATION, FIELD_MANAGER, NodeObs, REBOOT_REQUIRED_ANNOTATION, REBOOTING_ANNOTATION};
 use crate::desired::model::Instance;
+use crate::progress::{self, Phase};
 
 /// The node side of a safe reboot (over SSH in production).
 pub trait Host: Sync {
@@ -207,8 +208,14 @@ async fn reboot_one<H: Host>(
 ) -> RebootReport {
     let node = &candidate.node;
     let result = run_reboot(client, events, host, &candidate, options).await;
-    if let RebootResult::Failed { stage, reason } = &result {
-        tracing::warn!(node = %node.name, ?stage, "safe reboot failed: {reason}");
+    match &result {
+        RebootResult::Failed { stage, reason } => {
+            progress::step(&node.name, Phase::Failed, &format!("safe reboot failed at {}: {reason}", stage.name()));
+        }
+        RebootResult::Rebooted { .. } => {
+            progress::step(&node.name, Phase::Done, "back with a new boot and Ready; uncordoned");
+        }
+        RebootResult::NotStarted { .. } => {}
     }
     RebootReport { node: node.name.clone(), address: candidate.instance.address.clone(), result }
 }
@@ -250,6 +257,7 @@ async fn run_reboot<H: Host>(
         if let Err(e) = patch_node(&nodes, &node.name, &cordon_patch(&fresh, &before)).await {
             return fail(RebootStage::Cordon, format!("cannot cordon: {e}"));
         }
+        progress::step(&node.name, Phase::Cordon, "cordoned for a safe reboot");
         if resumed.is_none() {
             events.publish(regarding(), Reason::Cordoned, "cordoned for a safe reboot").await;
         }
@@ -274,6 +282,7 @@ async fn run_reboot<H: Host>(
             events.publish(regarding(), Reason::RebootFailed, note).await;
             return fail(RebootStage::Reboot, reason);
         }
+        progress::step(&node.name, Phase::Reboot, &format!("rebooting after evicting {evicted} pod(s)"));
         events.publish(regarding(), Reason::Rebooting, format!("rebooting after evicting {evicted} pod(s)")).await;
     }
     if let Err(reason) = wait_back(&nodes, host, instance, (&node.name, &before, sent), options).await {
@@ -308,6 +317,8 @@ async fn wait_back<H: Host>(
 ) -> Result<(), String> {
     let deadline = Instant::now() + options.reboot_timeout;
     let mut since = sent;
+    progress::step(name, Phase::WaitReady, "waiting for a new boot and a Ready Node");
+    let mut reported = String::new();
     loop {
         let last = match host.boot_id(instance).await {
             Ok(now) if now != before => match nodes.get_opt(name).await {
@@ -327,6 +338,10 @@ async fn wait_back<H: Host>(
         };
         if Instant::now() >= deadline {
             return Err(format!("node did not come back within {}s: {last}", options.reboot_timeout.as_secs()));
+        }
+        if last != reported {
+            progress::step(name, Phase::WaitReady, &format!("waiting for a new boot and a Ready Node: {last}"));
+            reported = last;
         }
         tokio::time::sleep(options.poll).await;
     }

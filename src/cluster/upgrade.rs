@@ -31,6 +31,7 @@ use super::{NodeObs, UPGRADING_ANNOTATION};
 use crate::desired::model::Instance;
 use crate::engine::{self, NodeContext};
 use crate::lifecycle::{Mode, VERSION_ANNOTATION};
+use crate::progress::{self, Phase};
 use crate::ssh::Pool;
 
 /// Where an upgrade stopped.
@@ -211,11 +212,12 @@ async fn upgrade_one(r: &Rollout<'_>, c: Candidate<'_>) -> UpgradeReport {
     let regarding = Regarding::Node(&c.node.name, &c.node.uid);
     match &result {
         UpgradeResult::Upgraded { .. } => {
+            progress::step(&c.node.name, Phase::Done, &format!("upgraded to {}; uncordoned", version(&c)));
             r.events.publish(regarding, Reason::Upgraded, format!("upgraded to {}; uncordoned", version(&c))).await;
         }
         UpgradeResult::Failed { stage, reason } => {
             let note = format!("upgrade to {} stopped at {}: {reason}", version(&c), stage.name());
-            tracing::warn!(node = %c.node.name, "{note}");
+            progress::step(&c.node.name, Phase::Failed, &note);
             r.events.publish(regarding, Reason::UpgradeFailed, note).await;
         }
         _ => {}
@@ -251,6 +253,7 @@ async fn run(r: &Rollout<'_>, c: &Candidate<'_>) -> UpgradeResult {
             return fail(UpgradeStage::Drain, note);
         }
     };
+    progress::step(name, Phase::Node, &format!("upgrading to {}", version(c)));
     let context = NodeContext { mode: Some(Mode::Upgrade), node: Some(fresh.object.clone()), disrupt: true };
     let step = engine::node(r.pool, c.instance, false, &context).await;
     if step.failed() {

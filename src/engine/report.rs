@@ -171,27 +171,37 @@ impl NodeReport {
     }
 }
 
-/// The line a node gets in progress output and in the summary.
+/// The line a node gets in progress output and in the summary:
+/// `WHO: OUTCOME` (see [`node_who`] and [`node_outcome`]).
 pub fn node_line(report: &NodeReport) -> String {
-    let who = match (&report.hostname, &report.os) {
+    format!("{}: {}", node_who(report), node_outcome(report))
+}
+
+/// The node: its address, with its hostname and OS once observed.
+pub fn node_who(report: &NodeReport) -> String {
+    match (&report.hostname, &report.os) {
         (Some(h), Some(os)) => format!("{} ({h}, {os})", report.address),
         _ => report.address.clone(),
-    };
+    }
+}
+
+/// How the node's round ended, in words (`in sync`, `3 applied, …`).
+pub fn node_outcome(report: &NodeReport) -> String {
     let c = report.counts();
     match &report.result {
-        NodeResult::Pending => format!("{who}: pending"),
-        NodeResult::Failed { stage, reason } => format!("{who}: FAILED ({}): {reason}", stage.name()),
+        NodeResult::Pending => "pending".to_owned(),
+        NodeResult::Failed { stage, reason } => format!("FAILED ({}): {reason}", stage.name()),
         NodeResult::Done { operations, reboot_required, .. } if operations.is_empty() => {
             let reboot = if *reboot_required { ", reboot required" } else { "" };
-            format!("{who}: in sync{reboot}")
+            format!("in sync{reboot}")
         }
         NodeResult::Done { operations, reboot_required, .. } if operations.iter().all(|o| o.outcome.is_none()) => {
             let reboot = if *reboot_required { ", reboot required" } else { "" };
-            format!("{who}: {} change(s){reboot}", operations.len())
+            format!("{} change(s){reboot}", operations.len())
         }
         NodeResult::Done { reboot_required, .. } => {
             let reboot = if *reboot_required { ", reboot required" } else { "" };
-            format!("{who}: {} applied, {} unchanged, {} failed{reboot}", c.applied, c.unchanged, c.failed)
+            format!("{} applied, {} unchanged, {} failed{reboot}", c.applied, c.unchanged, c.failed)
         }
     }
 }

@@ -17,6 +17,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+use backon::{ExponentialBuilder, Retryable};
 use russh::keys::PrivateKey;
 use tokio::sync::Mutex;
 
@@ -54,7 +55,8 @@ pub struct Settings {
     pub keepalive: Duration,
     /// Extra connection attempts after a transient failure.
     pub retries: u32,
-    /// Delay before the first retry; doubled for each further one.
+    /// Delay before the first retry; doubled for each further one, plus a
+    /// random jitter of up to as much again.
     pub backoff: Duration,
 }
 
@@ -211,26 +213,22 @@ impl Pool {
         result
     }
 
-    /// Connects with retries and backoff, and caches the session.
+    /// Connects with retries (exponential backoff with full jitter, so
+    /// nodes that failed together do not retry together), and caches the
+    /// session. Only transient failures are retried.
     async fn connect(&self, target: &Target) -> Result<Arc<Session>, SshError> {
-        let mut delay = self.settings.backoff;
-        let mut attempt = 0;
-        loop {
-            match Session::connect(target, &self.key, &self.known_hosts, &self.settings).await {
-                Ok(session) => {
-                    let session = Arc::new(session);
-                    self.sessions.lock().await.insert(target.clone(), Arc::clone(&session));
-                    return Ok(session);
-                }
-                Err(e) if e.is_transient() && attempt < self.settings.retries => {
-                    attempt += 1;
-                    tracing::debug!(%target, error = %e, attempt, "transient SSH failure; retrying");
-                    tokio::time::sleep(delay).await;
-                    delay = delay.saturating_mul(2);
-                }
-                Err(e) => return Err(e),
-            }
-        }
+        let backoff = ExponentialBuilder::new()
+            .with_min_delay(self.settings.backoff)
+            .with_max_times(self.settings.retries as usize)
+            .with_jitter();
+        let session = (|| Session::connect(target, &self.key, &self.known_hosts, &self.settings))
+            .retry(backoff)
+            .when(SshError::is_transient)
+            .notify(|e, delay| tracing::debug!(%target, error = %e, ?delay, "transient SSH failure; retrying"))
+            .await?;
+        let session = Arc::new(session);
+        self.sessions.lock().await.insert(target.clone(), Arc::clone(&session));
+        Ok(session)
     }
 
     /// Uploads `files` to `target` over SFTP on its pooled connection

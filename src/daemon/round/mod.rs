@@ -382,7 +382,9 @@ impl Daemon {
         let report = reconcile::round(self.cluster.as_ref(), &self.pool, &host, desired, instances, &options, |r| {
             // Node output can quote anything: logged redacted, like status.
             let line = redact(&crate::engine::report::node_line(r), secrets);
-            if r.has_changes() || r.failed() {
+            if r.failed() {
+                tracing::warn!("{line}");
+            } else if r.has_changes() {
                 tracing::info!("{line}");
             } else {
                 tracing::debug!("{line}");
@@ -393,15 +395,13 @@ impl Daemon {
         let (changed, failed) = self.after_round(&report, kind, schedule, suspended.is_some());
         let result = if failed > 0 { "failed" } else { "succeeded" };
         self.metrics.round_finished(result, started.elapsed());
-        tracing::info!(
-            kind = ?kind,
-            revision = %short(&revision),
-            nodes = report.nodes.len(),
-            changed,
-            failed,
-            seconds = started.elapsed().as_secs_f64(),
-            "round finished"
-        );
+        let seconds = started.elapsed().as_secs_f64();
+        let (revision_short, nodes) = (short(&revision), report.nodes.len());
+        if failed > 0 {
+            tracing::warn!(kind = ?kind, revision = %revision_short, nodes, changed, failed, seconds, "round finished with failures");
+        } else {
+            tracing::info!(kind = ?kind, revision = %revision_short, nodes, changed, failed, seconds, "round finished");
+        }
         let status_commit = self.write_status(Some(&report), kind == RoundKind::Drift).await;
         RoundRecord {
             kind,

@@ -65,7 +65,7 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
         None => {}
     }
     if let Some(interval) = &spec.drift.interval {
-        match parse_duration(interval) {
+        match crate::duration::parse(interval) {
             Some(d) if d >= Duration::from_secs(1) => settings.drift_interval = d,
             _ => error(
                 "/spec/drift/interval",
@@ -115,41 +115,4 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
         }
     }
     settings
-}
-
-/// Parses Go-style durations: `90s`, `10m`, `1h30m`.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let mut total = 0u64;
-    let mut rest = text;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-        let n: u64 = rest[..digits].parse().ok()?;
-        rest = &rest[digits..];
-        let unit = match rest.as_bytes().first()? {
-            b'h' => 3600,
-            b'm' => 60,
-            b's' => 1,
-            _ => return None,
-        };
-        rest = &rest[1..];
-        total = total.checked_add(n.checked_mul(unit)?)?;
-    }
-    Some(Duration::from_secs(total))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_read_like_go() {
-        assert_eq!(parse_duration("1h30m"), Some(Duration::from_secs(5400)));
-        assert_eq!(parse_duration("10m"), Some(Duration::from_secs(600)));
-        assert_eq!(parse_duration("10"), None);
-        assert_eq!(parse_duration("m"), None);
-        assert_eq!(parse_duration(""), None);
-    }
 }

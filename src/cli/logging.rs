@@ -1,0 +1,79 @@
+//! Logging and progress on stderr: one tracing subscriber for every
+//! command. `--log-format json` makes every stderr line a JSON object;
+//! otherwise `apply` draws the round's progress ([`winfleet::progress`])
+//! through [`super::progress`] and logs only errors, and colour follows the
+//! terminal and `NO_COLOR`.
+
+use std::ffi::OsString;
+use std::io::IsTerminal;
+
+use tracing_subscriber::filter::{EnvFilter, FilterExt, filter_fn};
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{Layer, fmt};
+
+use super::output;
+use super::progress::ProgressLayer;
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// What a command logs by default (`RUST_LOG` overrides the filter).
+#[derive(Clone, Copy, Debug)]
+pub struct Logging {
+    /// The default filter.
+    pub filter: &'static str,
+    /// Whether the round's progress is drawn (text) rather than logged.
+    pub progress: bool,
+}
+
+/// Installs the subscriber: JSON lines, or text lines plus the progress
+/// drawing when `logging.progress`.
+pub fn init(format: LogFormat, logging: Logging) {
+    let json = format == LogFormat::Json;
+    output::set_json(json);
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(logging.filter));
+    let terminal = std::io::stderr().is_terminal();
+    let logs = fmt::layer().with_writer(std::io::stderr);
+    let registry = tracing_subscriber::registry();
+    if json {
+        // The progress events are log events like any other here.
+        let _ = registry.with(logs.json().with_filter(filter)).try_init();
+    } else if logging.progress {
+        let not_progress = filter_fn(|m| m.target() != winfleet::progress::TARGET);
+        let logs = logs.with_ansi(ansi(terminal, std::env::var_os("NO_COLOR")));
+        let _ = registry
+            .with(logs.with_filter(filter.and(not_progress)))
+            .with(ProgressLayer::new(terminal).with_filter(filter_fn(|m| m.target() == winfleet::progress::TARGET)))
+            .try_init();
+    } else {
+        let logs = logs.with_ansi(ansi(terminal, std::env::var_os("NO_COLOR")));
+        let _ = registry.with(logs.with_filter(filter)).try_init();
+    }
+}
+
+/// Colour only on a terminal, and never when `NO_COLOR` is set to anything
+/// but the empty string (<https://no-color.org>).
+fn ansi(terminal: bool, no_color: Option<OsString>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_needs_a_terminal_and_no_no_color() {
+        assert!(ansi(true, None));
+        assert!(ansi(true, Some(OsString::new())));
+        assert!(!ansi(true, Some(OsString::from("1"))));
+        assert!(!ansi(false, None));
+    }
+}
