@@ -39,6 +39,7 @@ pub mod diagnostic;
 pub mod dialect;
 pub mod duration;
 pub mod engine;
+pub mod import;
 pub mod lifecycle;
 pub mod node;
 pub mod payload;

@@ -5,6 +5,7 @@
 mod apply;
 mod control;
 mod docs;
+mod import;
 mod live;
 mod load;
 pub mod logging;
@@ -67,6 +68,9 @@ enum Command {
     Suspend(control::ControlArgs),
     /// Tell the running daemon to go on: it applies the revision in force at once.
     Resume(control::ControlArgs),
+    /// Write a config repository from what WMCO runs in a cluster today: the windows-instances and
+    /// windows-services ConfigMaps, the mirror sets, the Proxy and the Windows MachineSets.
+    Import(import::ImportArgs),
     /// Print a shell completion script for winfleet (e.g. `winfleet completions bash > /etc/bash_completion.d/winfleet`).
     Completions(docs::CompletionsArgs),
     /// Print winfleet's man page (roff) on stdout, or a subcommand's (e.g. `winfleet man apply | man -l -`).
@@ -308,6 +312,7 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Payload(command) => payload::run(&command),
         Command::Suspend(args) => control::run(&args, true),
         Command::Resume(args) => control::run(&args, false),
+        Command::Import(args) => import::run(&args),
         Command::Completions(args) => docs::completions(&args),
         Command::Man(args) => docs::man(&args),
     }
