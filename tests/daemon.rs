@@ -192,31 +192,14 @@ async fn a_burst_of_pushes_during_a_round_makes_exactly_one_follow_up_round() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_during_a_round_stops_cleanly_and_the_next_start_converges() {
-    use std::io::BufRead;
     let fleet = TestFleet::start(4);
-    for node in &fleet.nodes {
-        node.shim("base64", "#!/bin/sh\nsleep 1\nexec /usr/bin/base64 \"$@\"\n");
-    }
+    slow_writes(&fleet);
     let remote = remote(&fleet, "");
     let cache = remote.scratch("cache");
     let mut child = daemon_command(&remote, &fleet, &cache, free_port()).spawn().unwrap();
     // One node at a time: wait until the first node is done, then SIGTERM.
-    let stderr = child.stderr.take().unwrap();
-    let (lines, log) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
-    let mut seen = Vec::new();
-    loop {
-        let line = log.recv_timeout(Duration::from_secs(120)).expect("the daemon logs its first node");
-        let done = fleet.nodes.iter().any(|n| line.contains(&n.address) && line.contains("applied"));
-        seen.push(line);
-        if done {
-            break;
-        }
-    }
+    let log = stderr_lines(&mut child);
+    let mut seen = until_a_node_is_applied(&log, &fleet);
     let pid = child.id().to_string();
     assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let status = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();

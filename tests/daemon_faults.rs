@@ -39,30 +39,16 @@ fn summary(remote: &Remote) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_mid_round_leaves_no_file_half_written_and_the_next_start_converges() {
-    use std::io::BufRead;
     let fleet = TestFleet::start(4);
-    for node in &fleet.nodes {
-        // Every file write is slow, so the kill lands inside one.
-        node.shim("base64", "#!/bin/sh\nsleep 1\nexec /usr/bin/base64 \"$@\"\n");
-    }
+    // Every file write is slow, so the kill lands inside one.
+    slow_writes(&fleet);
     let remote = remote(&fleet, "");
     let head = remote.tip("main").unwrap();
     let cache = remote.scratch("cache");
     let mut child = daemon_command(&remote, &fleet, &cache, free_port()).spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (lines, log) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = lines.send(line);
-        }
-    });
+    let log = stderr_lines(&mut child);
     // One node at a time: the first is done, the second is being written.
-    loop {
-        let line = log.recv_timeout(Duration::from_secs(120)).expect("the daemon logs its first node");
-        if fleet.nodes.iter().any(|n| line.contains(&n.address) && line.contains("applied")) {
-            break;
-        }
-    }
+    until_a_node_is_applied(&log, &fleet);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert!(std::process::Command::new("kill").args(["-KILL", &child.id().to_string()]).status().unwrap().success());
     let _ = tokio::task::spawn_blocking(move || child.wait().unwrap()).await.unwrap();

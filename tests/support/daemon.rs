@@ -188,3 +188,37 @@ pub fn daemon_command(remote: &Remote, fleet: &TestFleet, cache: &PathBuf, metri
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
+
+/// Makes every script on `fleet`'s nodes a second slower (each file write
+/// decodes base64), so a signal or a kill lands inside a round.
+pub fn slow_writes(fleet: &TestFleet) {
+    for node in &fleet.nodes {
+        node.shim("base64", "#!/bin/sh\nsleep 1\nexec /usr/bin/base64 \"$@\"\n");
+    }
+}
+
+/// Every line `child` writes to stderr, as it comes.
+pub fn stderr_lines(child: &mut std::process::Child) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let (lines, log) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines.send(line);
+        }
+    });
+    log
+}
+
+/// Reads `log` until a line says a node of `fleet` was applied; the lines read.
+pub fn until_a_node_is_applied(log: &std::sync::mpsc::Receiver<String>, fleet: &TestFleet) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        let line = log.recv_timeout(Duration::from_secs(120)).expect("the daemon logs its first node");
+        let done = fleet.nodes.iter().any(|n| line.contains(&n.address) && line.contains("applied"));
+        seen.push(line);
+        if done {
+            return seen;
+        }
+    }
+}

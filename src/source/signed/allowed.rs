@@ -77,46 +77,29 @@ fn is_key_type(field: &str) -> bool {
 
 /// Whitespace-separated fields; double quotes group.
 fn split(line: &str) -> Vec<String> {
-    let mut fields = Vec::new();
-    let mut field = String::new();
-    let mut quoted = false;
-    for c in line.chars() {
-        match c {
-            '"' => {
-                quoted = !quoted;
-                field.push(c);
-            }
-            c if c.is_whitespace() && !quoted => {
-                if !field.is_empty() {
-                    fields.push(std::mem::take(&mut field));
-                }
-            }
-            c => field.push(c),
-        }
-    }
-    if !field.is_empty() {
-        fields.push(field);
-    }
-    fields
+    split_unquoted(line, char::is_whitespace)
 }
 
 /// Comma-separated options; double quotes group.
 fn split_options(text: &str) -> Vec<String> {
-    let mut options = Vec::new();
-    let mut option = String::new();
+    split_unquoted(text, |c| c == ',')
+}
+
+/// `text` split where `separates` holds outside double quotes; no empty parts.
+fn split_unquoted(text: &str, separates: impl Fn(char) -> bool) -> Vec<String> {
+    let mut parts = vec![String::new()];
     let mut quoted = false;
     for c in text.chars() {
-        match c {
-            '"' => {
-                quoted = !quoted;
-                option.push(c);
-            }
-            ',' if !quoted => options.push(std::mem::take(&mut option)),
-            c => option.push(c),
+        if c == '"' {
+            quoted = !quoted;
+        }
+        match parts.last_mut() {
+            Some(_) if separates(c) && !quoted => parts.push(String::new()),
+            Some(part) => part.push(c),
+            None => {}
         }
     }
-    options.push(option);
-    options.into_iter().filter(|o| !o.is_empty()).collect()
+    parts.into_iter().filter(|p| !p.is_empty()).collect()
 }
 
 /// `YYYYMMDD`, `YYYYMMDDHHMM` or `YYYYMMDDHHMMSS`, optionally with `Z`.
