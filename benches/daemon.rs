@@ -86,6 +86,7 @@ fn config(source: SourceConfig, cache: &Path, webhook: bool) -> Config {
         seed: 1,
         payload_dir: None,
         join: Default::default(),
+        git_sync: None,
     }
 }
 

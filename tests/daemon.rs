@@ -73,6 +73,7 @@ fn config(remote: &Remote) -> Config {
         seed: 42,
         payload_dir: None,
         join: Default::default(),
+        git_sync: None,
     }
 }
 

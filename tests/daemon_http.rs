@@ -40,6 +40,7 @@ fn state(webhook: Option<WebhookConfig>) -> (HttpState, UnboundedReceiver<Trigge
         ready: Arc::new(AtomicBool::new(false)),
         webhook: webhook.map(Arc::new),
         triggers,
+        git_sync: None,
     };
     (state, received)
 }

@@ -6,7 +6,8 @@
 //! and keep the probes and metrics on a cluster-internal port. This module
 //! decides nothing about the request's authenticity ([`webhook::verify`]
 //! does) and never runs a round itself: it only sends a trigger down the
-//! daemon's channel.
+//! daemon's channel (and, in the git-sync layout, wakes git-sync:
+//! [`git_sync`](super::git_sync)).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +22,7 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+use super::git_sync::GitSyncSignal;
 use super::metrics::Metrics;
 use super::trigger::{Trigger, TriggerSender};
 use super::webhook::{self, MAX_BODY_BYTES, Verdict, WebhookConfig};
@@ -39,6 +41,8 @@ pub struct HttpState {
     pub webhook: Option<Arc<WebhookConfig>>,
     /// Where a verified push sends its [`Trigger::Webhook`].
     pub triggers: TriggerSender,
+    /// The git-sync sidecar a verified push wakes (`--git-sync-signal`).
+    pub git_sync: Option<Arc<GitSyncSignal>>,
 }
 
 /// `GET /healthz`, `GET /readyz` and `GET /metrics`.
@@ -92,8 +96,34 @@ async fn receive(
     body: Result<Bytes, BytesRejection>,
 ) -> (StatusCode, String) {
     let (result, status, message) = answer(&state, &headers, body);
+    if let (ACCEPTED, Some(git_sync)) = (result, &state.git_sync) {
+        nudge(Arc::clone(git_sync)).await;
+    }
     state.metrics.webhook_request(result);
     (status, message)
+}
+
+const ACCEPTED: &str = "accepted";
+
+/// Wakes git-sync before the answer goes out, so the push is being fetched
+/// by the time the sender hears 202. Reading /proc is blocking IO.
+async fn nudge(git_sync: Arc<GitSyncSignal>) {
+    let signal = git_sync.signal_name();
+    let Ok(nudge) = tokio::task::spawn_blocking(move || git_sync.nudge()).await else {
+        tracing::warn!(signal, "could not signal git-sync: the task did not finish");
+        return;
+    };
+    for (pid, errno) in &nudge.failed {
+        tracing::warn!(pid, signal, error = %errno, "could not signal git-sync");
+    }
+    if nudge.signalled.is_empty() {
+        tracing::warn!(
+            signal,
+            "no git-sync process to signal: the push waits for git-sync's next period (is shareProcessNamespace set?)"
+        );
+    } else {
+        tracing::info!(pids = ?nudge.signalled, signal, "signalled git-sync to fetch now");
+    }
 }
 
 fn answer(
@@ -124,7 +154,7 @@ fn answer(
                 return ("ignored", StatusCode::SERVICE_UNAVAILABLE, "not accepted: the daemon is stopping".to_owned());
             }
             tracing::info!(branch = %config.branch, "webhook accepted: push to the tracked branch");
-            ("accepted", StatusCode::ACCEPTED, "accepted".to_owned())
+            (ACCEPTED, StatusCode::ACCEPTED, "accepted".to_owned())
         }
         Verdict::Ignored(reason) => {
             tracing::info!(%reason, "webhook ignored");
