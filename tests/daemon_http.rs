@@ -43,6 +43,7 @@ fn state(webhook: Option<WebhookConfig>) -> (HttpState, UnboundedReceiver<Trigge
         forward: None,
         suspension: Default::default(),
         control: None,
+        git_sync: None,
     };
     (state, received)
 }

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
+use winfleet::daemon::git_sync::{self, GitSyncSignal};
 use winfleet::daemon::lease::{self, LeaseConfig};
 use winfleet::daemon::source::SourceConfig;
 use winfleet::daemon::suspend::ControlToken;
@@ -27,6 +28,13 @@ pub struct RunArgs {
     /// A checkout maintained by someone else (a git-sync link such as /git/current), watched for changes.
     #[arg(long, value_name = "DIR", env = "WINFLEET_REPO_PATH", conflicts_with = "repo_url")]
     repo_path: Option<PathBuf>,
+    /// Signal the git-sync sidecar with this (its --sync-on-signal, e.g. SIGHUP) when a push
+    /// arrives at the webhook, so it fetches at once; needs shareProcessNamespace in the pod.
+    #[arg(long, value_name = "SIGNAL", env = "WINFLEET_GIT_SYNC_SIGNAL")]
+    git_sync_signal: Option<String>,
+    /// The process name --git-sync-signal looks for.
+    #[arg(long, value_name = "NAME", env = "WINFLEET_GIT_SYNC_PROCESS", default_value = git_sync::DEFAULT_PROCESS)]
+    git_sync_process: String,
     /// A writable directory for winfleet's Git caches.
     #[arg(long, value_name = "DIR", env = "WINFLEET_CACHE_DIR", default_value = "/var/cache/winfleet")]
     cache_dir: PathBuf,
@@ -94,6 +102,9 @@ pub fn run(args: &RunArgs) -> anyhow::Result<ExitCode> {
         let pool = live::pool(&args.round)?;
         let cluster = live::cluster(&args.round).await?;
         let config = config(args, cluster.is_some())?;
+        if config.git_sync.is_some() {
+            hide_from_the_shared_process_namespace();
+        }
         let handle = daemon::start(config, cluster, pool).await?;
         if let Some(addr) = handle.metrics_addr {
             tracing::info!(%addr, "serving /healthz, /readyz and /metrics");
@@ -133,6 +144,13 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
             )
         }),
     };
+    if args.git_sync_signal.is_some() && args.repo_path.is_none() {
+        bail!(
+            "--git-sync-signal wakes the git-sync that maintains --repo-path; with --repo-url winfleet fetches itself"
+        );
+    }
+    let git_sync =
+        args.git_sync_signal.as_deref().map(|signal| GitSyncSignal::new(signal, &args.git_sync_process)).transpose()?;
     let (author_name, author_email) = author(&args.status_author)?;
     let pull_secret = args.round.pull_secret.as_deref().map(load::pull_secret).transpose()?;
     let control_token = match &args.control_token_file {
@@ -162,6 +180,7 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
         seed: fastrand::u64(..),
         payload_dir: args.round.payload_dir.clone(),
         join: args.round.join(),
+        git_sync,
     })
 }
 
@@ -170,6 +189,16 @@ fn poll_interval(text: &str) -> Result<Duration, String> {
     match super::duration(text)? {
         d if d.is_zero() => Err(format!("{text:?} is zero: the source would be polled without pause")),
         d => Ok(d),
+    }
+}
+
+/// With `shareProcessNamespace` the sidecar runs as the same user and could
+/// read winfleet's memory and mounted files (the fleet's SSH key) through
+/// `/proc/<pid>/`; a process that is not dumpable is closed to that
+/// (ptrace access mode checks; it still signals and is signalled).
+fn hide_from_the_shared_process_namespace() {
+    if let Err(errno) = nix::sys::prctl::set_dumpable(false) {
+        tracing::warn!(error = %errno, "cannot mark the process not dumpable; the sidecar can read its /proc entries");
     }
 }
 

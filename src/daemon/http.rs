@@ -6,7 +6,8 @@
 //! and keep the probes and metrics on a cluster-internal port. This module
 //! decides nothing about the request's authenticity ([`webhook::verify`]
 //! does) and never runs a round itself: it only sends a trigger down the
-//! daemon's channel.
+//! daemon's channel (and, in the git-sync layout, wakes git-sync:
+//! [`git_sync`](super::git_sync)).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,6 +23,7 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use super::forward::{Forwarder, Route};
+use super::git_sync::GitSyncSignal;
 use super::metrics::Metrics;
 use super::suspend::{ControlToken, Suspension};
 use super::trigger::{Trigger, TriggerSender};
@@ -47,6 +49,8 @@ pub struct HttpState {
     pub suspension: Suspension,
     /// The token those need; None turns them off.
     pub control: Option<ControlToken>,
+    /// The git-sync sidecar a verified push wakes (`--git-sync-signal`).
+    pub git_sync: Option<Arc<GitSyncSignal>>,
 }
 
 /// `GET /healthz`, `GET /readyz` and `GET /metrics`.
@@ -106,7 +110,11 @@ async fn receive(
 ) -> (StatusCode, String) {
     let bytes = body.as_ref().ok().cloned();
     let mut answered = answer(&state, &headers, body);
-    if let (("accepted", ..), Some(forwarder), Some(bytes)) = (&answered, &state.forward, bytes)
+    if let (ACCEPTED, Some(git_sync)) = (answered.0, &state.git_sync) {
+        // This pod's sidecar fetches now, whether this replica leads or not.
+        nudge(Arc::clone(git_sync)).await;
+    }
+    if let ((ACCEPTED, ..), Some(forwarder), Some(bytes)) = (&answered, &state.forward, bytes)
         && let Some(handed) = hand_over(forwarder, &headers, bytes).await
     {
         answered = handed;
@@ -145,6 +153,29 @@ async fn hand_over(
     }
 }
 
+const ACCEPTED: &str = "accepted";
+
+/// Wakes git-sync before the answer goes out, so the push is being fetched
+/// by the time the sender hears 202. Reading /proc is blocking IO.
+async fn nudge(git_sync: Arc<GitSyncSignal>) {
+    let signal = git_sync.signal_name();
+    let Ok(nudge) = tokio::task::spawn_blocking(move || git_sync.nudge()).await else {
+        tracing::warn!(signal, "could not signal git-sync: the task did not finish");
+        return;
+    };
+    for (pid, errno) in &nudge.failed {
+        tracing::warn!(pid, signal, error = %errno, "could not signal git-sync");
+    }
+    if nudge.signalled.is_empty() {
+        tracing::warn!(
+            signal,
+            "no git-sync process to signal: the push waits for git-sync's next period (is shareProcessNamespace set?)"
+        );
+    } else {
+        tracing::info!(pids = ?nudge.signalled, signal, "signalled git-sync to fetch now");
+    }
+}
+
 fn answer(
     state: &HttpState,
     headers: &HeaderMap,
@@ -173,7 +204,7 @@ fn answer(
                 return ("ignored", StatusCode::SERVICE_UNAVAILABLE, "not accepted: the daemon is stopping".to_owned());
             }
             tracing::info!(branch = %config.branch, "webhook accepted: push to the tracked branch");
-            ("accepted", StatusCode::ACCEPTED, "accepted".to_owned())
+            (ACCEPTED, StatusCode::ACCEPTED, "accepted".to_owned())
         }
         Verdict::Ignored(reason) => {
             tracing::info!(%reason, "webhook ignored");

@@ -13,13 +13,15 @@
 //! - [`report`]: the status files written back to Git after each round.
 //! - [`source`]: the remote or checkout the revisions come from.
 //! - [`http`], [`webhook`], [`metrics`]: the operator-facing endpoints;
-//!   [`forward`] hands a follower's webhooks to the leader.
+//!   [`forward`] hands a follower's webhooks to the leader;
+//!   [`git_sync`]: a verified push wakes the git-sync sidecar.
 //! - [`lease`]: leader election; only the leader reconciles.
 //! - [`fs_watch`], [`cluster_watch`]: triggers from outside.
 
 pub mod cluster_watch;
 pub mod forward;
 pub mod fs_watch;
+pub mod git_sync;
 pub mod http;
 pub mod lease;
 pub mod metrics;
@@ -84,6 +86,8 @@ pub struct Config {
     pub metrics_addr: Option<SocketAddr>,
     /// Where the webhook is served, and its verification.
     pub webhook: Option<(SocketAddr, webhook::WebhookConfig)>,
+    /// The git-sync sidecar a verified push signals (`--repo-path` mode).
+    pub git_sync: Option<git_sync::GitSyncSignal>,
     /// Leader election (needs a cluster).
     pub leader_election: Option<lease::LeaseConfig>,
     /// Watch the cluster for new Windows Nodes and Machines.
@@ -182,14 +186,16 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
     let forward = elected.as_ref().map(|(e, identity, own)| {
         forward::Forwarder::new(e.leading.clone(), e.leader_webhook.clone(), own.clone(), identity.clone())
     });
+    let git_sync = config.git_sync.clone().map(Arc::new);
     let state = |webhook: Option<Arc<webhook::WebhookConfig>>| http::HttpState {
         metrics: Arc::clone(&metrics),
         ready: Arc::clone(&ready),
-        webhook,
         triggers: triggers.clone(),
         forward: forward.clone(),
         suspension: suspension.clone(),
         control: config.control_token.clone(),
+        git_sync: webhook.as_ref().and(git_sync.clone()),
+        webhook,
     };
     let metrics_addr = match config.metrics_addr {
         Some(addr) => Some(serve(bind(addr).await?, http::ops_router(state(None)), &shutdown)),

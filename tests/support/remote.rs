@@ -119,12 +119,7 @@ impl GitSync {
     /// Commits upstream, fetches into the root, adds a worktree and flips
     /// the link (rename over it); the new revision.
     pub fn publish(&self, files: &[(&'static str, String)]) -> String {
-        for (rel, content) in files {
-            std::fs::write(self.repo.join(rel), content).unwrap();
-        }
-        git(&self.repo, &["add", "-A"]);
-        git(&self.repo, &["commit", "-q", "--allow-empty", "-m", "change"]);
-        let sha = git(&self.repo, &["rev-parse", "HEAD"]);
+        let sha = self.commit_upstream(files);
         git(&self.root, &["fetch", "-q", self.repo.to_str().unwrap(), "main"]);
         let worktree = self.root.join(".worktrees").join(&sha);
         git(&self.root, &["worktree", "add", "-q", "--detach", worktree.to_str().unwrap(), &sha]);
@@ -137,6 +132,27 @@ impl GitSync {
 
     pub fn link(&self) -> PathBuf {
         self.root.join("current")
+    }
+
+    /// Commits upstream only (a push git-sync has not fetched yet); the
+    /// new revision.
+    pub fn commit_upstream(&self, files: &[(&'static str, String)]) -> String {
+        for (rel, content) in files {
+            std::fs::write(self.repo.join(rel), content).unwrap();
+        }
+        git(&self.repo, &["add", "-A"]);
+        git(&self.repo, &["commit", "-q", "--allow-empty", "-m", "change"]);
+        git(&self.repo, &["rev-parse", "HEAD"])
+    }
+
+    /// git-sync's `--root` (holding the link and the worktrees).
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The upstream repository git-sync fetches from.
+    pub fn upstream(&self) -> &Path {
+        &self.repo
     }
 }
 

@@ -1,0 +1,215 @@
+//! deploy/ rendered with `kubectl kustomize`, every variant, and the fields
+//! an admin's review turns on checked in the rendered objects: images
+//! pinned by digest, the PodDisruptionBudget, Service, NetworkPolicy and
+//! ServiceMonitor selecting the pods (and the ports they name existing),
+//! the NetworkPolicy's peers, the Lease Role limited to winfleet's Lease, the
+//! Route's edge TLS, and the git-sync wiring (signal, shared process
+//! namespace, credential keys).
+//!
+//! Without kubectl the tests say so and pass, except where
+//! `WINFLEET_REQUIRE_KUBECTL` is set (.ci/run sets it): there a missing or
+//! too old kubectl fails them.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod support;
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+use winfleet::daemon::git_sync::parse_signal;
+use winfleet::daemon::lease::DEFAULT_NAME as LEASE_NAME;
+
+/// The objects of one rendered kustomization, or `None` when kubectl is
+/// absent here (and not required).
+fn render(dir: &str) -> Option<Vec<Value>> {
+    let required = std::env::var_os("WINFLEET_REQUIRE_KUBECTL").is_some();
+    let path = support::root().join(dir);
+    let output = match Command::new("kubectl").arg("kustomize").arg(&path).output() {
+        Ok(output) => output,
+        Err(error) if !required => {
+            eprintln!("skipped: kubectl is not installed ({error}); .ci/run installs it and requires this test");
+            return None;
+        }
+        Err(error) => panic!("kubectl kustomize {dir}: {error} (WINFLEET_REQUIRE_KUBECTL is set)"),
+    };
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        output.status.success(),
+        "kubectl kustomize {dir} failed (components need kubectl 1.21 or newer): {stderr}"
+    );
+    let text = String::from_utf8(output.stdout).unwrap();
+    Some(serde_saphyr::from_multiple::<Value>(&text).unwrap().into_iter().filter(|doc| !doc.is_null()).collect())
+}
+
+fn find<'a>(objects: &'a [Value], kind: &str, name: &str) -> &'a Value {
+    objects
+        .iter()
+        .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no {kind} {name} among the rendered objects"))
+}
+
+fn container<'a>(deployment: &'a Value, name: &str) -> Option<&'a Value> {
+    deployment["spec"]["template"]["spec"]["containers"].as_array().unwrap().iter().find(|c| c["name"] == name)
+}
+
+fn env<'a>(container: &'a Value, name: &str) -> Option<&'a Value> {
+    container["env"].as_array()?.iter().find(|e| e["name"] == name)
+}
+
+/// Every key/value of `selector` is among `labels`.
+fn selects(selector: &Value, labels: &Value) -> bool {
+    let selector = selector.as_object().unwrap();
+    !selector.is_empty() && selector.iter().all(|(key, value)| labels.get(key) == Some(value))
+}
+
+/// What every variant must satisfy; returns the winfleet Deployment.
+fn check_common(variant: &str, objects: &[Value]) -> Value {
+    let deployment = find(objects, "Deployment", "winfleet").clone();
+    let pod = &deployment["spec"]["template"];
+    let labels = &pod["metadata"]["labels"];
+
+    let init = pod["spec"]["initContainers"].as_array().unwrap();
+    for c in init.iter().chain(pod["spec"]["containers"].as_array().unwrap()) {
+        let image = c["image"].as_str().unwrap();
+        let digest = image.rsplit_once("@sha256:").map(|(_, hex)| hex).unwrap_or_default();
+        assert!(
+            digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)),
+            "{variant}: container {} image {image} is not pinned by digest",
+            c["name"]
+        );
+    }
+    assert!(selects(&deployment["spec"]["selector"]["matchLabels"], labels), "{variant}: Deployment selector");
+
+    let pdb = find(objects, "PodDisruptionBudget", "winfleet");
+    assert!(selects(&pdb["spec"]["selector"]["matchLabels"], labels), "{variant}: the PDB selects no winfleet pod");
+    assert_eq!(pdb["spec"]["maxUnavailable"], 1, "{variant}");
+
+    let winfleet = container(&deployment, "winfleet").unwrap();
+    let ports: Vec<&str> = winfleet["ports"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+    let service = find(objects, "Service", "winfleet");
+    assert!(selects(&service["spec"]["selector"], labels), "{variant}: the Service selects no winfleet pod");
+    let service_ports: Vec<&str> =
+        service["spec"]["ports"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap()).collect();
+
+    let policy = find(objects, "NetworkPolicy", "winfleet");
+    assert!(selects(&policy["spec"]["podSelector"]["matchLabels"], labels), "{variant}: NetworkPolicy podSelector");
+    assert_eq!(policy["spec"]["policyTypes"], json!(["Ingress"]), "{variant}");
+    let ingress = policy["spec"]["ingress"].as_array().unwrap();
+    let peers = |port: &str| -> Vec<&Value> {
+        ingress.iter().filter(|rule| rule["ports"].as_array().unwrap().iter().any(|p| p["port"] == port)).collect()
+    };
+    let router = json!([{"namespaceSelector": {"matchLabels": {"policy-group.network.openshift.io/ingress": ""}}}]);
+    let monitoring = json!([{"namespaceSelector": {"matchExpressions": [{
+        "key": "kubernetes.io/metadata.name",
+        "operator": "In",
+        "values": ["openshift-monitoring", "openshift-user-workload-monitoring"],
+    }]}}]);
+    let replicas = json!([{"podSelector": {"matchLabels": {"app.kubernetes.io/name": "winfleet"}}}]);
+    let webhook: Vec<&Value> = peers("webhook").iter().map(|r| &r["from"]).collect();
+    assert_eq!(webhook, [&router, &replicas], "{variant}: webhook from the router and the other replica");
+    assert_eq!(peers("metrics").iter().map(|r| &r["from"]).collect::<Vec<_>>(), [&monitoring], "{variant}: metrics");
+    assert_eq!(ingress.len(), 3, "{variant}: no other ingress rule");
+    let winfleet = container(&deployment, "winfleet").unwrap();
+    let pod_ip = env(winfleet, "POD_IP").map(|e| &e["valueFrom"]["fieldRef"]["fieldPath"]);
+    assert_eq!(pod_ip, Some(&json!("status.podIP")), "{variant}: the address the leader advertises for its webhook");
+    for rule in ingress {
+        assert!(rule["from"].as_array().is_some_and(|from| !from.is_empty()), "{variant}: a rule open to all");
+        for port in rule["ports"].as_array().unwrap() {
+            assert!(ports.contains(&port["port"].as_str().unwrap()), "{variant}: {port} is no container port");
+        }
+    }
+
+    let monitor = find(objects, "ServiceMonitor", "winfleet");
+    assert!(selects(&monitor["spec"]["selector"]["matchLabels"], &service["metadata"]["labels"]), "{variant}");
+    let endpoints = monitor["spec"]["endpoints"].as_array().unwrap();
+    assert!(endpoints.iter().all(|e| e["port"] == "metrics" && e["path"] == "/metrics"), "{variant}: {endpoints:?}");
+
+    let route = find(objects, "Route", "winfleet-webhook");
+    assert_eq!(route["spec"]["tls"]["termination"], "edge", "{variant}");
+    assert_eq!(route["spec"]["tls"]["insecureEdgeTerminationPolicy"], "None", "{variant}: plain HTTP is refused");
+    assert_eq!(route["spec"]["to"], json!({"kind": "Service", "name": "winfleet", "weight": 100}), "{variant}");
+    assert_eq!(route["spec"]["port"]["targetPort"], "webhook", "{variant}");
+    assert_eq!(route["spec"]["path"], "/webhook", "{variant}: only the webhook is exposed");
+    assert!(service_ports.contains(&"webhook") && service_ports.contains(&"metrics"), "{variant}");
+
+    let role = find(objects, "Role", "winfleet-leader-election");
+    assert_eq!(role["metadata"]["namespace"], "winfleet", "{variant}");
+    for rule in role["rules"].as_array().unwrap() {
+        assert_eq!((&rule["apiGroups"], &rule["resources"]), (&json!(["coordination.k8s.io"]), &json!(["leases"])));
+        // create is the one verb Kubernetes cannot limit by name.
+        if rule["verbs"] != json!(["create"]) {
+            assert_eq!(rule["resourceNames"], json!([LEASE_NAME]), "{variant}: {rule}");
+        }
+    }
+    let verbs: Vec<&Value> =
+        role["rules"].as_array().unwrap().iter().flat_map(|r| r["verbs"].as_array().unwrap()).collect();
+    assert_eq!(verbs, [&json!("get"), &json!("update"), &json!("create")], "{variant}: exactly the calls lease/ makes");
+    deployment
+}
+
+/// The git-sync layout: git-sync's signal is winfleet's, and they can see
+/// each other; its credentials follow git-sync v4's rules.
+fn check_git_sync(variant: &str, deployment: &Value) {
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["shareProcessNamespace"], true, "{variant}");
+    let git_sync = container(deployment, "git-sync").expect("a git-sync sidecar");
+    let flag = git_sync["args"].as_array().unwrap().iter().find_map(|a| a.as_str()?.strip_prefix("--sync-on-signal="));
+    let winfleet = container(deployment, "winfleet").unwrap();
+    let ours = env(winfleet, "WINFLEET_GIT_SYNC_SIGNAL").expect("winfleet signals git-sync")["value"].as_str().unwrap();
+    assert_eq!(
+        parse_signal(flag.expect("git-sync --sync-on-signal")).unwrap(),
+        parse_signal(ours).unwrap(),
+        "{variant}: winfleet sends the signal git-sync waits for"
+    );
+    assert_eq!(env(winfleet, "WINFLEET_REPO_PATH").unwrap()["value"], "/git/current", "{variant}");
+    // git-sync v4 starts only with both username and token, or neither.
+    let user = &env(git_sync, "GITSYNC_USERNAME").unwrap()["valueFrom"]["secretKeyRef"];
+    let token = &env(git_sync, "GITSYNC_PASSWORD").unwrap()["valueFrom"]["secretKeyRef"];
+    assert_eq!((&user["name"], &user["key"]), (&json!("winfleet-git"), &json!("username")), "{variant}");
+    assert_eq!((&token["name"], &token["key"]), (&json!("winfleet-git"), &json!("token")), "{variant}");
+    assert_eq!(user["optional"], token["optional"], "{variant}: one without the other");
+}
+
+fn check_self_pull(variant: &str, deployment: &Value) {
+    assert!(container(deployment, "git-sync").is_none(), "{variant}");
+    assert_ne!(deployment["spec"]["template"]["spec"]["shareProcessNamespace"], true, "{variant}");
+    let winfleet = container(deployment, "winfleet").unwrap();
+    assert!(env(winfleet, "WINFLEET_GIT_SYNC_SIGNAL").is_none() && env(winfleet, "WINFLEET_REPO_PATH").is_none());
+    assert!(env(winfleet, "WINFLEET_REPO_URL").is_some(), "{variant}");
+}
+
+fn check_credentials(variant: &str, deployment: &Value, ssh: bool) {
+    let winfleet = container(deployment, "winfleet").unwrap();
+    assert_eq!(env(winfleet, "WINFLEET_GIT_TOKEN_FILE").is_some(), !ssh, "{variant}");
+    assert_eq!(env(winfleet, "WINFLEET_GIT_SSH_KEY").is_some(), ssh, "{variant}");
+}
+
+#[test]
+fn the_git_sync_layout_renders_an_approvable_deployment() {
+    let Some(objects) = render("deploy") else { return };
+    let deployment = check_common("deploy", &objects);
+    check_git_sync("deploy", &deployment);
+    check_credentials("deploy", &deployment, false);
+}
+
+#[test]
+fn the_self_pull_variant_renders_without_the_sidecar() {
+    let Some(objects) = render("deploy/variants/self-pull") else { return };
+    let deployment = check_common("self-pull", &objects);
+    check_self_pull("self-pull", &deployment);
+    check_credentials("self-pull", &deployment, false);
+}
+
+#[test]
+fn the_git_ssh_component_composes_with_both_layouts() {
+    let Some(objects) = render("tests/fixtures/deploy/git-sync-ssh") else { return };
+    let deployment = check_common("git-sync + git-ssh", &objects);
+    check_git_sync("git-sync + git-ssh", &deployment);
+    check_credentials("git-sync + git-ssh", &deployment, true);
+
+    let Some(objects) = render("tests/fixtures/deploy/self-pull-ssh") else { return };
+    let deployment = check_common("self-pull + git-ssh", &objects);
+    check_self_pull("self-pull + git-ssh", &deployment);
+    check_credentials("self-pull + git-ssh", &deployment, true);
+}
