@@ -89,6 +89,7 @@ fn config(source: SourceConfig, cache: &Path, webhook: bool) -> Config {
         control_token: None,
         verify: None,
         path: None,
+        pod: None,
         git_sync: None,
     }
 }

@@ -125,6 +125,7 @@ fn config(dir: &Path, sync: &GitSync, git_sync: GitSyncSignal) -> Config {
         control_token: None,
         verify: None,
         path: None,
+        pod: None,
     }
 }
 

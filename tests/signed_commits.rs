@@ -218,8 +218,11 @@ async fn the_daemon_applies_only_signed_heads_and_reports_who_did_not_sign() {
     let signed = commit(&remote.work, "NOTES.txt", "signed\n", Sign::Ssh(&alice), None);
     git(&remote.work, &["push", "-q", "origin", "main"]);
     let trusted = TrustedKeys::load(&[allowed]).unwrap();
-    let config = Config { verify: Some((trusted, VerifyMode::Head)), ..config(&remote) };
-    let mut handle = daemon::start(config, None, pool(&fleet)).await.unwrap();
+    let pod = Some(("winfleet".to_owned(), "winfleet-7d9f-abcde".to_owned()));
+    let config = Config { verify: Some((trusted, VerifyMode::Head)), pod, ..config(&remote) };
+    let api = support::apiserver::ApiServer::new();
+    let cluster = Some(winfleet::cluster::connect::Cluster { client: api.client(), url: "in-memory".into() });
+    let mut handle = daemon::start(config, cluster, pool(&fleet)).await.unwrap();
     let record = next(&mut handle.records).await;
     assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, signed.as_str()));
 
@@ -231,6 +234,16 @@ async fn the_daemon_applies_only_signed_heads_and_reports_who_did_not_sign() {
     let summary = remote.show("winfleet/status", "status/summary.yaml").unwrap();
     assert!(summary.contains(&format!("lastAppliedRevision: {signed}")), "{summary}");
     assert!(summary.contains("is not signed; only commits signed by a trusted key are applied"), "{summary}");
+    let events = api.list("events.k8s.io/v1", "Event");
+    let refused = events.iter().find(|e| e["reason"] == "RevisionUntrusted").expect("an Event on the daemon's Pod");
+    assert_eq!(refused["regarding"]["kind"], "Pod");
+    assert_eq!(refused["regarding"]["name"], "winfleet-7d9f-abcde");
+    assert_eq!(refused["type"], "Warning");
+    let note = refused["note"].as_str().unwrap();
+    assert!(
+        note.contains(&format!("revision {} is not applied", &unsigned[..7])) && note.contains("is not signed"),
+        "{note}"
+    );
 
     let fixed = commit(&remote.work, "notes.txt", "signed again\n", Sign::Ssh(&alice), None);
     git(&remote.work, &["push", "-q", "origin", "main"]);

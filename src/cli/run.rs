@@ -160,6 +160,7 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
     Ok(Config {
         verify: args.verify.keys()?,
         path: args.path.clone(),
+        pod: std::env::var("POD_NAME").ok().filter(|n| !n.trim().is_empty()).map(|name| (pod_namespace(), name)),
         control_token,
         source,
         auth: args.git.auth(),

@@ -71,6 +71,8 @@ pub enum Reason {
     PublicKeyRejected,
     /// A Machine whose Node trusts an older key was deleted to be replaced.
     MachineReplaced,
+    /// A new head is not signed by a trusted key: nothing of it is applied.
+    RevisionUntrusted,
 }
 
 impl Reason {
@@ -106,6 +108,7 @@ impl Reason {
             Reason::PublicKeyUpdated => "PublicKeyUpdated",
             Reason::PublicKeyRejected => "PublicKeyRejected",
             Reason::MachineReplaced => "MachineReplaced",
+            Reason::RevisionUntrusted => "RevisionUntrusted",
         }
     }
 
@@ -126,6 +129,7 @@ impl Reason {
                 | Reason::CsrNearMatch
                 | Reason::JoinFailed
                 | Reason::UpgradeFailed
+                | Reason::RevisionUntrusted
         )
     }
 }
@@ -139,6 +143,8 @@ pub enum Regarding<'a> {
     MachineSet(&'a str, &'a str),
     /// A CertificateSigningRequest by name and UID.
     Csr(&'a str, &'a str),
+    /// A Pod by namespace and name (winfleet's own, for what concerns the daemon).
+    Pod(&'a str, &'a str),
 }
 
 impl Regarding<'_> {
@@ -149,6 +155,7 @@ impl Regarding<'_> {
                 ("machine.openshift.io/v1beta1", "MachineSet", Some(MACHINE_API_NAMESPACE.to_owned()), name, uid)
             }
             Regarding::Csr(name, uid) => ("certificates.k8s.io/v1", "CertificateSigningRequest", None, name, uid),
+            Regarding::Pod(namespace, name) => ("v1", "Pod", Some((*namespace).to_owned()), name, &""),
         };
         ObjectReference {
             api_version: Some(api_version.into()),

@@ -103,6 +103,9 @@ pub struct Config {
     /// The directory of the repository that holds the configuration
     /// (`--path`; the root when None).
     pub path: Option<String>,
+    /// This replica's Pod (namespace, name): what the daemon's own Events
+    /// are about (a refused revision).
+    pub pod: Option<(String, String)>,
     /// Apply only commits signed by these keys.
     pub verify: Option<(crate::source::signed::TrustedKeys, crate::source::signed::VerifyMode)>,
 }

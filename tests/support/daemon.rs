@@ -73,6 +73,7 @@ pub fn config(remote: &Remote) -> Config {
         control_token: None,
         verify: None,
         path: None,
+        pod: None,
         git_sync: None,
     }
 }

@@ -9,6 +9,7 @@ use tokio::time::Instant;
 
 use super::super::schedule::{Schedule, Work, node_outcomes};
 use super::{Applied, Daemon, RoundKind, RoundRecord, short};
+use crate::cluster::events::{Events, Reason, Regarding};
 use crate::cluster::rollout::{RebootResult, RebootStage};
 use crate::desired::kinds::fleet::DriftMode;
 use crate::desired::model::FleetSettings;
@@ -28,7 +29,15 @@ impl Daemon {
                 tracing::info!(revision = %short(revision), signed_by = %signers.join(", "), "signature verified");
                 None
             }
-            Ok(Err(why)) => Some(format!("signature: {why}")),
+            Ok(Err(why)) => {
+                if let (Some(cluster), Some((namespace, pod))) = (&self.cluster, &self.config.pod) {
+                    let note = format!("revision {} is not applied: {why}", short(revision));
+                    Events::new(cluster.client.clone())
+                        .publish(Regarding::Pod(namespace, pod), Reason::RevisionUntrusted, note)
+                        .await;
+                }
+                Some(format!("signature: {why}"))
+            }
             Err(e) => Some(format!("signature: cannot be verified: {e}")),
         }
     }
