@@ -170,8 +170,11 @@ impl GitDaemon {
     pub fn serve(remote: &Remote) -> Self {
         let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let base = remote.dir.path().display().to_string();
-        let child = Command::new("git")
-            .args(["daemon", "--reuseaddr", "--listen=127.0.0.1", &format!("--port={port}")])
+        // git-daemon itself, not `git daemon` (which forks it): dropping
+        // this must stop the server, not only its parent.
+        let exec_path = git(Path::new("."), &["--exec-path"]);
+        let child = Command::new(Path::new(&exec_path).join("git-daemon"))
+            .args(["--reuseaddr", "--listen=127.0.0.1", &format!("--port={port}")])
             .args([format!("--base-path={base}"), "--export-all".into(), "--enable=receive-pack".into(), base])
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
