@@ -84,3 +84,49 @@ fn unknown_revisions_and_bad_arguments_exit_1() {
     assert_eq!(winfleet(&["plan", "--repo", repo]).0, 1, "--base is required");
     assert_eq!(winfleet(&["plan", "--repo", repo, "--base", "HEAD", "--output", "yaml"]).0, 1);
 }
+
+#[test]
+fn a_markdown_plan_over_its_budget_collapses_its_largest_node_sections_and_keeps_the_marker() {
+    let case = support::fixture("plan/add-instance-and-mirror");
+    let git = GitRepo::new();
+    git.commit_dir(&case.join("base"), "base");
+    git.commit_dir(&case.join("head"), "head");
+    let repo = git.path().to_str().unwrap();
+    let plan = |extra: &[&str]| {
+        let mut args = vec!["plan", "--repo", repo, "--base", "HEAD~1", "--output", "markdown"];
+        args.extend_from_slice(extra);
+        winfleet(&args).1
+    };
+    let full = plan(&[]);
+    assert!(full.starts_with("<!-- winfleet-plan -->\n"), "a bot finds its comment by the first line:\n{full}");
+    assert!(!full.contains("shortened to fit"));
+    let budget = full.len() - 200;
+    let short = plan(&["--max-bytes", &budget.to_string()]);
+    assert!(short.len() <= budget, "{} bytes over a budget of {budget}", short.len());
+    assert!(short.starts_with("<!-- winfleet-plan -->\n"));
+    assert!(short.contains("This comment is shortened to fit") && short.contains("--output json"), "{short}");
+    assert!(short.contains("operation(s); shortened to fit the comment"), "{short}");
+}
+
+#[test]
+fn warnings_that_hold_on_the_base_too_are_folded_away_from_the_change() {
+    // Base: the proxy with a committed password (warned about). Head: the
+    // same, and a new mirror: the password warning is not the change's.
+    let case = support::fixture("plan/change-mirror-and-proxy");
+    let head = tempfile::tempdir().unwrap();
+    let copied = std::process::Command::new("cp").arg("-r").arg(case.join("head/.")).arg(head.path()).status();
+    assert!(copied.unwrap().success());
+    let git = GitRepo::new();
+    git.commit_dir(head.path(), "base");
+    let mirrors = "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: extra\nspec:\n  imageDigestMirrors:\n  - source: ghcr.io/corp\n    mirrors:\n    - mirror.corp.example/corp\n";
+    std::fs::write(head.path().join("extra-mirrors.yaml"), mirrors).unwrap();
+    git.commit_dir(head.path(), "head");
+    let repo = git.path().to_str().unwrap();
+    let (_, text, _) = winfleet(&["plan", "--repo", repo, "--base", "HEAD~1"]);
+    let (warnings, before) = text.split_once("Warnings already true before this change:").expect(&text);
+    assert!(before.contains("carries a password"), "the base has the same proxy password:\n{text}");
+    assert!(!warnings.contains("carries a password"), "{text}");
+    let (_, json, _) = winfleet(&["plan", "--repo", repo, "--base", "HEAD~1", "--output", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["warningsBefore"].as_array().map(Vec::len), Some(1), "{json}");
+}

@@ -119,6 +119,10 @@ struct PlanArgs {
     /// Read only this directory of the repository (relative to its root), as its root.
     #[arg(long, value_name = "DIR", env = "WINFLEET_PATH")]
     path: Option<String>,
+    /// With --output markdown: the comment's size budget; the largest node sections collapse to
+    /// counts until it fits (GitHub refuses comments over 65,536 characters).
+    #[arg(long, value_name = "BYTES", default_value_t = winfleet::plan::markdown::DEFAULT_MAX_BYTES)]
+    max_bytes: usize,
     /// Plan --head against the live fleet instead: observe the cluster and every node, change nothing
     /// (exit 0 = in sync, 2 = changes, 1 = error). Takes the node and cluster flags of `apply`.
     #[arg(long, conflicts_with = "base")]

@@ -34,7 +34,10 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         output::error(&format!("head revision {} is invalid: {} error(s)", args.head, head.errors()));
         return Ok(ExitCode::from(1));
     };
-    let mut warnings: Vec<String> = head.diagnostics.iter().map(ToString::to_string).collect();
+    // What the base revision says too is not this change's doing: folded away.
+    let before: std::collections::BTreeSet<String> = base.diagnostics.iter().map(ToString::to_string).collect();
+    let (warnings_before, mut warnings): (Vec<String>, Vec<String>) =
+        head.diagnostics.iter().map(ToString::to_string).partition(|w| before.contains(w));
     if base.desired.is_none() {
         warnings.insert(
             0,
@@ -49,9 +52,10 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     plan.base = base_snapshot.revision;
     plan.head = head_snapshot.revision;
     plan.warnings.splice(0..0, warnings);
+    plan.warnings_before = warnings_before;
     output::out(&match args.output {
         Format::Text => text::render(&plan),
-        Format::Markdown => markdown::render(&plan),
+        Format::Markdown => markdown::render_within(&plan, args.max_bytes),
         Format::Json => json::render(&plan),
     });
     Ok(ExitCode::from(if plan.has_changes() { 2 } else { 0 }))

@@ -5,12 +5,46 @@ use std::fmt::Write;
 use super::text::summary_line;
 use super::{MachineSetAction, Operation, Plan, short, show_value};
 
+/// The first line of every plan comment: a CI job finds its own comment by
+/// it and updates it instead of adding another (as Atlantis does).
+pub const MARKER: &str = "<!-- winfleet-plan -->";
+
 /// Node groups and MachineSets with more lines than this start collapsed.
 const COLLAPSE_AFTER_LINES: usize = 20;
 
+/// GitHub's limit for a comment is 65,536 characters; this leaves room.
+pub const DEFAULT_MAX_BYTES: usize = 60_000;
+
+/// Renders a plan as markdown within `max_bytes`: when the full comment is
+/// larger, the largest node sections collapse to counts, largest first,
+/// until it fits, with a note on how to see everything.
+pub fn render_within(plan: &Plan, max_bytes: usize) -> String {
+    let full = render_with(plan, &[]);
+    if full.len() <= max_bytes {
+        return full;
+    }
+    let mut by_size: Vec<(usize, usize)> =
+        plan.nodes.iter().enumerate().map(|(i, group)| (node_body(group).len(), i)).collect();
+    by_size.sort_by(|a, b| b.cmp(a));
+    let mut collapsed = Vec::new();
+    let mut out = full;
+    for (_, i) in by_size {
+        collapsed.push(i);
+        out = render_with(plan, &collapsed);
+        if out.len() <= max_bytes {
+            break;
+        }
+    }
+    out
+}
+
 /// Renders a plan as markdown ready to post as a PR comment.
 pub fn render(plan: &Plan) -> String {
-    let mut out = String::new();
+    render_with(plan, &[])
+}
+
+fn render_with(plan: &Plan, collapsed: &[usize]) -> String {
+    let mut out = format!("{MARKER}\n");
     let _ = writeln!(out, "### winfleet plan: `{}` → `{}`\n", short(plan.base.as_deref()), short(plan.head.as_deref()));
     if !plan.has_changes() {
         out.push_str("**No changes.**\n");
@@ -23,9 +57,29 @@ pub fn render(plan: &Plan) -> String {
             let _ = writeln!(out, "> [!WARNING]\n> {}\n", escape(w));
         }
     }
+    if !plan.warnings_before.is_empty() {
+        let mut body = String::new();
+        for w in &plan.warnings_before {
+            let _ = writeln!(body, "- {}", escape(w));
+        }
+        let title = format!("{} warning(s) already true before this change", plan.warnings_before.len());
+        let _ = write!(out, "\n<details><summary>{title}</summary>\n\n{body}\n</details>\n");
+    }
     instances(plan, &mut out);
-    for group in &plan.nodes {
-        let body = node_body(group);
+    if !collapsed.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n> [!NOTE]\n> This comment is shortened to fit: {} node section(s) show counts only. \
+             See every operation with `winfleet plan --output text` (the CI job's artifact) or `--output json`.\n",
+            collapsed.len()
+        );
+    }
+    for (i, group) in plan.nodes.iter().enumerate() {
+        let body = if collapsed.contains(&i) {
+            format!("{} operation(s); shortened to fit the comment\n", group.operations.len())
+        } else {
+            node_body(group)
+        };
         let title = format!(
             "{} node(s): {} — {} operation(s){}",
             group.nodes.len(),

@@ -34,6 +34,9 @@ pub struct Plan {
     pub machine_sets: Vec<MachineSetChange>,
     /// What a reviewer should know before merging.
     pub warnings: Vec<String>,
+    /// Warnings that hold on the base revision as well: not this change's doing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings_before: Vec<String>,
 }
 
 impl Plan {
@@ -49,6 +52,22 @@ impl Plan {
     /// Number of nodes with at least one operation.
     pub fn changed_nodes(&self) -> usize {
         self.nodes.iter().map(|g| g.nodes.len()).sum()
+    }
+
+    /// Instances that stay and change: their settings, or the files and
+    /// services on their nodes.
+    pub fn updated(&self) -> usize {
+        let new: std::collections::BTreeSet<&str> =
+            self.instances.configure.iter().map(|s| s.address.as_str()).collect();
+        let mut updated: std::collections::BTreeSet<&str> =
+            self.instances.update.iter().map(|u| u.address.as_str()).collect();
+        updated.extend(self.nodes.iter().flat_map(|g| g.nodes.iter().map(String::as_str)).filter(|n| !new.contains(n)));
+        updated.len()
+    }
+
+    /// Safe reboots (cordon, drain, reboot, uncordon) the change causes.
+    pub fn reboots(&self) -> usize {
+        self.nodes.iter().filter(|g| g.reboot_required).map(|g| g.nodes.len()).sum()
     }
 }
 

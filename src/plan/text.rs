@@ -20,6 +20,12 @@ pub fn render(plan: &Plan) -> String {
             let _ = writeln!(out, "  ! {w}");
         }
     }
+    if !plan.warnings_before.is_empty() {
+        out.push_str("\nWarnings already true before this change:\n");
+        for w in &plan.warnings_before {
+            let _ = writeln!(out, "  ! {w}");
+        }
+    }
     if plan.has_changes() {
         let _ = writeln!(out, "\n{}", summary_line(plan));
     }
@@ -31,11 +37,12 @@ pub fn summary_line(plan: &Plan) -> String {
     let i = &plan.instances;
     let count = |a: MachineSetAction| plan.machine_sets.iter().filter(|m| m.action == a).count();
     format!(
-        "Plan: {} to configure, {} to update, {} to deconfigure; {} node(s) changed; MachineSets: {} to create, {} to update, {} to delete.",
+        "Plan: {} to configure, {} to update, {} to deconfigure; {} node(s) changed, {} safe reboot(s); MachineSets: {} to create, {} to update, {} to delete.",
         i.configure.len(),
-        i.update.len(),
+        plan.updated(),
         i.deconfigure.len(),
         plan.changed_nodes(),
+        plan.reboots(),
         count(MachineSetAction::Create),
         count(MachineSetAction::Update),
         count(MachineSetAction::Delete),
