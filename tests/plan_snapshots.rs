@@ -40,7 +40,7 @@ fn plan_json_is_valid_json_with_a_format_version() {
     let (_, out, _) =
         winfleet(&["plan", "--repo", git.path().to_str().unwrap(), "--base", "HEAD~1", "--output", "json"]);
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(doc["formatVersion"], 1);
+    assert_eq!(doc["formatVersion"], 2);
     assert_eq!(doc["hasChanges"], true);
     assert_eq!(doc["machineSets"].as_array().unwrap().len(), 3);
 }
@@ -129,4 +129,14 @@ fn warnings_that_hold_on_the_base_too_are_folded_away_from_the_change() {
     let (_, json, _) = winfleet(&["plan", "--repo", repo, "--base", "HEAD~1", "--output", "json"]);
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(doc["warningsBefore"].as_array().map(Vec::len), Some(1), "{json}");
+    let folded = &doc["warningsBefore"][0];
+    assert_eq!(
+        (folded["file"].as_str(), folded["line"].as_u64(), folded["column"].as_u64()),
+        (Some("proxy.yaml"), Some(6), Some(3))
+    );
+    assert_eq!(
+        (folded["pointer"].as_str(), folded["severity"].as_str(), folded["code"].as_str()),
+        (Some("/spec/httpProxy"), Some("warning"), Some("validation"))
+    );
+    assert!(folded["message"].as_str().unwrap().starts_with("proxy URL \"http://svc-winfleet:<redacted>@"), "{json}");
 }

@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use winfleet::desired::{self, LoadOptions};
-use winfleet::plan::{json, markdown, offline, text};
+use winfleet::plan::{Warning, json, markdown, offline, text};
 
 use super::{Format, PlanArgs, live, load, output};
 
@@ -36,16 +36,16 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     };
     // What the base revision says too is not this change's doing: folded away.
     let before: std::collections::BTreeSet<String> = base.diagnostics.iter().map(ToString::to_string).collect();
-    let (warnings_before, mut warnings): (Vec<String>, Vec<String>) =
-        head.diagnostics.iter().map(ToString::to_string).partition(|w| before.contains(w));
+    let (warnings_before, mut warnings): (Vec<Warning>, Vec<Warning>) =
+        head.diagnostics.iter().map(Warning::validation).partition(|w| before.contains(&w.to_string()));
     if base.desired.is_none() {
         warnings.insert(
             0,
-            format!(
+            Warning::plan(format!(
                 "base revision {} is invalid ({} error(s)): everything in head is shown as new",
                 base_name,
                 base.errors()
-            ),
+            )),
         );
     }
     let mut plan = offline::plan(base.desired.as_ref(), head_desired);

@@ -54,13 +54,13 @@ fn render_with(plan: &Plan, collapsed: &[usize]) -> String {
     if !plan.warnings.is_empty() {
         out.push('\n');
         for w in &plan.warnings {
-            let _ = writeln!(out, "> [!WARNING]\n> {}\n", escape(w));
+            let _ = writeln!(out, "> [!WARNING]\n> {}\n", escape(&w.to_string()));
         }
     }
     if !plan.warnings_before.is_empty() {
         let mut body = String::new();
         for w in &plan.warnings_before {
-            let _ = writeln!(body, "- {}", escape(w));
+            let _ = writeln!(body, "- {}", escape(&w.to_string()));
         }
         let title = format!("{} warning(s) already true before this change", plan.warnings_before.len());
         let _ = write!(out, "\n<details><summary>{title}</summary>\n\n{body}\n</details>\n");

@@ -15,7 +15,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// The version of the JSON format; bumped on any incompatible change.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// Everything that would change between two desired states.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -33,10 +33,73 @@ pub struct Plan {
     /// MachineSets to create, update or delete.
     pub machine_sets: Vec<MachineSetChange>,
     /// What a reviewer should know before merging.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<Warning>,
     /// Warnings that hold on the base revision as well: not this change's doing.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub warnings_before: Vec<String>,
+    pub warnings_before: Vec<Warning>,
+}
+
+/// A warning in a plan: a validation finding of the head revision (with
+/// its file, position and JSON pointer, so CI can annotate the line) or the
+/// plan's own (about the change as a whole).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Warning {
+    /// The repository file, for a validation finding.
+    pub file: Option<String>,
+    /// 1-based line.
+    pub line: Option<usize>,
+    /// 1-based column.
+    pub column: Option<usize>,
+    /// JSON pointer in the document.
+    pub pointer: Option<String>,
+    /// Always `warning` (errors make the head invalid: no plan).
+    pub severity: &'static str,
+    /// `validation` (the head's finding) or `plan` (the change's effect).
+    pub code: &'static str,
+    /// What it is and, where it helps, what to do.
+    pub message: String,
+}
+
+impl Warning {
+    /// One of the plan's own warnings.
+    pub fn plan(message: impl Into<String>) -> Self {
+        Self {
+            file: None,
+            line: None,
+            column: None,
+            pointer: None,
+            severity: "warning",
+            code: "plan",
+            message: message.into(),
+        }
+    }
+
+    /// A validation finding of the head revision.
+    pub fn validation(d: &crate::diagnostic::Diagnostic) -> Self {
+        Self {
+            file: Some(d.path.clone()),
+            line: Some(d.line),
+            column: Some(d.column),
+            pointer: (!d.pointer.is_empty()).then(|| d.pointer.clone()),
+            severity: "warning",
+            code: "validation",
+            message: d.message.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if let Some(file) = &self.file {
+            write!(f, "{file}:{}:{}: ", self.line.unwrap_or(0), self.column.unwrap_or(0))?;
+            if let Some(pointer) = &self.pointer {
+                write!(f, "{pointer}: ")?;
+            }
+            f.write_str("warning: ")?;
+        }
+        f.write_str(&self.message)
+    }
 }
 
 impl Plan {

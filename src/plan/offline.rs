@@ -27,7 +27,7 @@ pub fn plan(base: Option<&Desired>, head: &Desired) -> Plan {
         machine_sets: machine_set_changes(base, head),
         ..Plan::default()
     };
-    plan.warnings = warnings(base, head, &plan);
+    plan.warnings = warnings(base, head, &plan).into_iter().map(super::Warning::plan).collect();
     plan
 }
 
