@@ -7,7 +7,6 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::ValueEnum;
 use serde::Serialize;
-use winfleet::plan::FORMAT_VERSION;
 use winfleet::source::transport::{fetch, redact_url};
 use winfleet::status::model::{
     ConditionType, InstancePhase, InstanceStatus, MachineSetPhase, MachineSetStatus, RoundResult, Status, Summary,
@@ -215,7 +214,7 @@ struct Source<'a> {
 
 fn json(status: &Status, refname: &str, commit: &str) -> String {
     let document = Document {
-        format_version: FORMAT_VERSION,
+        format_version: STATUS_FORMAT_VERSION,
         source: Source { refname, commit },
         summary: &status.summary,
         instances: status.instances.values().collect(),
@@ -225,3 +224,6 @@ fn json(status: &Status, refname: &str, commit: &str) -> String {
     text.push('\n');
     text
 }
+
+/// The version of `winfleet status --output json`, apart from the plan's.
+const STATUS_FORMAT_VERSION: u32 = 1;

@@ -9,7 +9,11 @@ use serde::Serialize;
 
 use crate::lifecycle::Mode;
 use crate::node::outcome::Outcome;
-use crate::plan::{FORMAT_VERSION, Operation};
+use crate::plan::Operation;
+
+/// The version of the round report's JSON (docs/apply-format.md), apart
+/// from the plan's.
+pub const FORMAT_VERSION: u32 = 1;
 
 /// Where a node failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

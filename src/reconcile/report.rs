@@ -14,9 +14,10 @@ use crate::cluster::keys::{KeyReport, KeyResult};
 use crate::cluster::machinesets::MachineSetStep;
 use crate::cluster::rollout::{RebootReport, RebootResult};
 use crate::cluster::upgrade::{UpgradeReport, UpgradeResult};
+use crate::engine::report::FORMAT_VERSION;
 use crate::engine::report::{self as node_report, NodeReport};
 use crate::node::outcome::Outcome;
-use crate::plan::{FORMAT_VERSION, MachineSetAction, MachineSetChange, SettingChange, replicas_text, show_value};
+use crate::plan::{MachineSetAction, MachineSetChange, SettingChange, replicas_text, show_value};
 
 /// One round.
 #[derive(Clone, Debug, PartialEq, Serialize)]
