@@ -21,6 +21,10 @@
 
 #![allow(dead_code)]
 
+#[path = "systemctl.rs"]
+mod systemctl;
+pub use systemctl::systemctl_script;
+
 use std::fmt::Write as _;
 use std::fs;
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -233,6 +237,11 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
             ),
         )
         .expect("sshd_config");
+        // The node's boot id: as root, bind-mounted over the kernel's in the
+        // node's mount namespace, so a simulated reboot can change it.
+        let boot = fs::read_to_string("/proc/sys/kernel/random/uuid").expect("a uuid");
+        fs::write(dir.join("boot_id"), boot).expect("boot_id");
+        chown_tree(&dir.join("boot_id"), owner);
         chown_tree(&dir.join("home"), owner);
         chown_tree(&dir.join("bin"), owner);
         if let Some((uid, gid)) = owner {
@@ -243,12 +252,21 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
 
     fn spawn(&mut self) {
         let log = fs::File::create(self.dir.join("sshd.log")).expect("log");
-        // As root, sshd runs in a UTS namespace of its own with the node's
-        // host name: unshare and sh exec, so the child's pid is sshd's.
+        // As root, sshd runs in UTS and mount namespaces of its own with the
+        // node's host name and boot id: unshare and sh exec, so the child's
+        // pid is sshd's.
         let mut command = if is_root() {
             let mut c = Command::new("unshare");
-            c.args(["--uts", "--", "/bin/sh", "-c", "hostname \"$1\" && exec \"$2\" -D -e -f \"$3\"", "sh"]);
-            c.arg(&self.hostname).arg(SSHD).arg(&self.config);
+            c.args([
+                "--uts",
+                "--mount",
+                "--",
+                "/bin/sh",
+                "-c",
+                "hostname \"$1\" && mount --bind \"$4\" /proc/sys/kernel/random/boot_id && exec \"$2\" -D -e -f \"$3\"",
+                "sh",
+            ]);
+            c.arg(&self.hostname).arg(SSHD).arg(&self.config).arg(self.dir.join("boot_id"));
             c
         } else {
             let mut c = Command::new(SSHD);
@@ -316,7 +334,21 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
     /// Installs the systemctl shim for units in `units` (relative to home).
     pub fn install_systemctl(&self, units: &str) {
         let units = if units.starts_with('/') { units.into() } else { self.path(units) };
-        self.shim("systemctl", &systemctl_script(&units, &self.dir.join("services")));
+        self.shim("systemctl", &systemctl_script(&units, &self.dir.join("services"), &self.dir.join("boot_id")));
+    }
+
+    /// Makes `systemctl reboot` simulate a reboot (services restarted, a
+    /// new boot id) instead of only recording it. The new boot id is seen
+    /// over SSH only as root, where each node has its own mount namespace.
+    pub fn simulate_reboots(&self) {
+        let state = self.dir.join("services");
+        fs::create_dir_all(&state).expect("services");
+        fs::write(state.join("simulate-reboots"), "").expect("simulate-reboots");
+        let meta = fs::metadata(&self.dir).expect("node dir");
+        chown_tree(
+            &state,
+            Some((std::os::unix::fs::MetadataExt::uid(&meta), std::os::unix::fs::MetadataExt::gid(&meta))),
+        );
     }
 
     /// Gives the node a new host key (a re-installed or impostor host).
@@ -436,68 +468,4 @@ fn collect(base: &Path, dir: &Path, out: &mut Vec<(String, String)>) {
             out.push((rel, fs::read_to_string(&path).unwrap_or_else(|_| "<binary>".into())));
         }
     }
-}
-
-/// A `systemctl` for nodes without systemd: the verbs winfleet uses on the
-/// units in `units`, services run as detached processes whose pids, logs
-/// and enablement live in `state`; every call is logged to
-/// `state/systemctl.log`. `start` starts `Requires=` units first and runs
-/// `ExecStart=` (split by the shell, which reads simple quoting as systemd
-/// does) in `WorkingDirectory=`; `stop` stops the units that require this
-/// one first, then the service's process group. `Restart=` is not emulated:
-/// a killed service stays down (tests use that). `reboot` is only recorded
-/// in `state/reboots` (a test node cannot reboot).
-pub fn systemctl_script(units: &Path, state: &Path) -> String {
-    format!(
-        r#"#!/bin/sh
-units='{units}'; state='{state}'
-mkdir -p "$state"
-echo "$*" >> "$state/systemctl.log"
-verb=$1; shift
-[ "$1" = "--" ] && shift
-key() {{ sed -n "s/^$2=//p" "$units/$1" 2>/dev/null | head -n 1; }}
-running() {{ [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }}
-start() {{
-  local n wd exe dep
-  n=${{1%.service}}
-  running "$n" && return 0
-  [ -f "$units/$n.service" ] || {{ echo "Unit $n.service not found." >&2; return 5; }}
-  for dep in $(key "$n.service" Requires); do start "$dep" || return 1; done
-  wd=$(key "$n.service" WorkingDirectory); exe=$(key "$n.service" ExecStart)
-  ( cd "${{wd:-/}}" && {{ setsid /bin/sh -c "exec $exe" >>"$state/$n.log" 2>&1 </dev/null & echo $! > "$state/$n.pid"; }} )
-}}
-stop() {{
-  local n u m pid i
-  n=${{1%.service}}
-  for u in "$units"/*.service; do
-    [ -f "$u" ] || continue
-    m=${{u##*/}}; m=${{m%.service}}
-    case " $(key "$m.service" Requires) " in *" $n.service "*) stop "$m" ;; esac
-  done
-  running "$n" || {{ rm -f "$state/$n.pid"; return 0; }}
-  pid=$(cat "$state/$n.pid")
-  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
-  i=0
-  while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
-  kill -KILL -- "-$pid" 2>/dev/null
-  rm -f "$state/$n.pid"
-}}
-rc=0
-case $verb in
-daemon-reload) ;;
-enable) for u in "$@"; do touch "$state/${{u%.service}}.enabled"; done ;;
-disable) for u in "$@"; do rm -f "$state/${{u%.service}}.enabled"; done ;;
-start) for u in "$@"; do start "$u" || rc=1; done ;;
-stop) for u in "$@"; do stop "$u"; done ;;
-restart) for u in "$@"; do stop "$u"; start "$u" || rc=1; done ;;
-reboot) echo reboot >> "$state/reboots" ;;
-is-active) for u in "$@"; do if running "${{u%.service}}"; then echo active; else echo inactive; rc=3; fi; done ;;
-is-enabled) for u in "$@"; do if [ -f "$state/${{u%.service}}.enabled" ]; then echo enabled; else echo disabled; rc=1; fi; done ;;
-*) echo "systemctl shim: unsupported verb $verb" >&2; rc=1 ;;
-esac
-exit $rc
-"#,
-        units = units.display(),
-        state = state.display()
-    )
 }

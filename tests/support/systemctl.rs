@@ -1,0 +1,82 @@
+//! The systemctl shim of the test nodes (see [`systemctl_script`]).
+
+use std::path::Path;
+
+/// A `systemctl` for nodes without systemd: the verbs winfleet uses on the
+/// units in `units`, services run as detached processes whose pids, logs
+/// and enablement live in `state`; every call is logged to
+/// `state/systemctl.log`. `start` starts `Requires=` units first and runs
+/// `ExecStart=` (split by the shell, which reads simple quoting as systemd
+/// does) in `WorkingDirectory=`; `stop` stops the units that require this
+/// one first, then the service's process group. `Restart=` is not emulated:
+/// a killed service stays down (tests use that). `reboot` is recorded in
+/// `state/reboots`; a test node cannot reboot, so that is all, unless
+/// [`simulate_reboots`](super::TestNode::simulate_reboots) asked for more:
+/// then, a second after the command returns (a real reboot drops the
+/// connection), every running service is stopped, `boot` gets a new boot
+/// id (the node's `/proc/sys/kernel/random/boot_id`, bind-mounted as root)
+/// and the enabled services start again.
+pub fn systemctl_script(units: &Path, state: &Path, boot: &Path) -> String {
+    format!(
+        r#"#!/bin/sh
+units='{units}'; state='{state}'; boot='{boot}'
+mkdir -p "$state"
+echo "$*" >> "$state/systemctl.log"
+verb=$1; shift
+[ "$1" = "--" ] && shift
+key() {{ sed -n "s/^$2=//p" "$units/$1" 2>/dev/null | head -n 1; }}
+running() {{ [ -f "$state/$1.pid" ] && kill -0 "$(cat "$state/$1.pid")" 2>/dev/null; }}
+start() {{
+  local n wd exe dep
+  n=${{1%.service}}
+  running "$n" && return 0
+  [ -f "$units/$n.service" ] || {{ echo "Unit $n.service not found." >&2; return 5; }}
+  for dep in $(key "$n.service" Requires); do start "$dep" || return 1; done
+  wd=$(key "$n.service" WorkingDirectory); exe=$(key "$n.service" ExecStart)
+  ( cd "${{wd:-/}}" && {{ setsid /bin/sh -c "exec $exe" >>"$state/$n.log" 2>&1 </dev/null & echo $! > "$state/$n.pid"; }} )
+}}
+stop() {{
+  local n u m pid i
+  n=${{1%.service}}
+  for u in "$units"/*.service; do
+    [ -f "$u" ] || continue
+    m=${{u##*/}}; m=${{m%.service}}
+    case " $(key "$m.service" Requires) " in *" $n.service "*) stop "$m" ;; esac
+  done
+  running "$n" || {{ rm -f "$state/$n.pid"; return 0; }}
+  pid=$(cat "$state/$n.pid")
+  kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null
+  i=0
+  while kill -0 "$pid" 2>/dev/null && [ $i -lt 50 ]; do sleep 0.1; i=$((i+1)); done
+  kill -KILL -- "-$pid" 2>/dev/null
+  rm -f "$state/$n.pid"
+}}
+rc=0
+case $verb in
+daemon-reload) ;;
+enable) for u in "$@"; do touch "$state/${{u%.service}}.enabled"; done ;;
+disable) for u in "$@"; do rm -f "$state/${{u%.service}}.enabled"; done ;;
+start) for u in "$@"; do start "$u" || rc=1; done ;;
+stop) for u in "$@"; do stop "$u"; done ;;
+restart) for u in "$@"; do stop "$u"; start "$u" || rc=1; done ;;
+reboot)
+  echo reboot >> "$state/reboots"
+  [ -f "$state/simulate-reboots" ] && setsid "$0" simulated-reboot </dev/null >/dev/null 2>&1 &
+  ;;
+simulated-reboot)
+  sleep 1
+  for p in "$state"/*.pid; do [ -f "$p" ] && n=${{p##*/}} && stop "${{n%.pid}}"; done
+  cat /proc/sys/kernel/random/uuid > "$boot"
+  for e in "$state"/*.enabled; do [ -f "$e" ] && n=${{e##*/}} && start "${{n%.enabled}}"; done
+  ;;
+is-active) for u in "$@"; do if running "${{u%.service}}"; then echo active; else echo inactive; rc=3; fi; done ;;
+is-enabled) for u in "$@"; do if [ -f "$state/${{u%.service}}.enabled" ]; then echo enabled; else echo disabled; rc=1; fi; done ;;
+*) echo "systemctl shim: unsupported verb $verb" >&2; rc=1 ;;
+esac
+exit $rc
+"#,
+        units = units.display(),
+        state = state.display(),
+        boot = boot.display()
+    )
+}
