@@ -3,8 +3,9 @@
 # plan a pull request against it, as CI would on a real config repository.
 # Then the daemon on a local demo fleet: real sshd nodes, a bare Git remote,
 # a merged change announced by webhook, the files on a node, and the status
-# commits. Works on a fresh machine with the Rust toolchain; installs what it
-# needs (git, a C toolchain, OpenSSL headers, OpenSSH server) when missing.
+# commits; as root, against a simulated cluster as well. Works on a fresh
+# machine with the Rust toolchain; installs what it needs (git, a C
+# toolchain, OpenSSL headers, OpenSSH server) when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +15,12 @@ This demo needs:
   - git, a C toolchain, pkg-config, libssl-dev and the OpenSSH server and
     client; missing ones are installed with apt-get, which needs root;
   - as root, the demo fleet creates an unprivileged login user,
-    winfleet-node (shell /bin/sh), and runs its sshd nodes as root; as
-    anyone else they run as you and log in as you.
+    winfleet-node (shell /bin/sh), and runs its sshd nodes as root, each
+    with its own host name and boot id (unshare); the daemon then also
+    works against a SIMULATED cluster (winfleet's in-memory test API
+    server, fake kubelets): joins, Node metadata, MachineSets, safe
+    reboots. As anyone else the nodes run as you, log in as you, and the
+    daemon runs SSH-only.
 NEEDS
 echo
 

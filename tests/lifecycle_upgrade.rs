@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use support::apiserver::{ApiServer, fixtures};
-use support::join::{Setup, executable, logs, node, round, setup};
+use support::join::{Setup, logs, node, round, setup};
+use support::join_payload::executable;
 use winfleet::cluster::join::JoinResult;
 use winfleet::cluster::upgrade::{UpgradeResult, UpgradeStage};
 use winfleet::cluster::{CORDONED_ANNOTATION, UPGRADING_ANNOTATION};

@@ -126,5 +126,6 @@ pub mod daemon;
 pub mod fleet;
 pub mod fuzz;
 pub mod join;
+pub mod join_payload;
 pub mod kubelet;
 pub mod remote;

@@ -1,18 +1,33 @@
 //! A local demo fleet for the README: N simulated nodes (real OpenSSH
 //! servers on loopback, the test harness of tests/support/fleet.rs), a bare
 //! Git remote holding a config repository for them (examples-repo's mirror
-//! sets and MachineSets, with instances pointing at the demo nodes),
-//! and the winfleet daemon run against it: the first round, then a merged
-//! mirror change announced by a signed webhook, the files on a node, and
-//! the status commits (`git log winfleet/status`).
+//! sets and MachineSets, with instances pointing at the demo nodes), and
+//! the winfleet daemon run against it: the first round, then a merged
+//! change announced by a signed webhook, the files on a node, and the
+//! status commits (`git log winfleet/status`).
+//!
+//! As root, the daemon also works against a simulated cluster
+//! ([`cluster`]): the instances join as Nodes (their kubelet is the tests'
+//! fake kubelet), winfleet sets their metadata and creates the MachineSets,
+//! and the merged change adds a proxy, which takes a safe reboot of each
+//! node in turn. As anyone else the nodes cannot have their own host names
+//! and boot ids, and the daemon runs SSH-only.
 //!
 //! `cargo run --example demo-fleet -- <path to winfleet> [NODES]`
 //! (scripts/demo.sh runs it).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, missing_docs)]
 
-#[path = "../tests/support/fleet.rs"]
+#[path = "../../tests/support/apiserver/mod.rs"]
+#[allow(dead_code)]
+mod apiserver;
+mod cluster;
+#[path = "../../tests/support/fleet.rs"]
 mod fleet;
+#[path = "../../tests/support/join_payload.rs"]
+mod join;
+#[path = "../../tests/support/kubelet.rs"]
+mod kubelet;
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
@@ -58,34 +73,60 @@ fn notify(port: u16) -> String {
     response.lines().next().unwrap_or_default().to_owned()
 }
 
-/// Waits until the status branch of `bare` has `count` commits.
-fn wait_status(bare: &Path, count: usize, daemon: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(120);
+/// Waits until the status branch of `bare` says the head of main is applied.
+fn wait_applied(bare: &Path, daemon: &mut Child) {
+    let head = git(bare, &["rev-parse", "main"]);
+    let applied = format!("lastAppliedRevision: {}", head.trim());
+    let deadline = Instant::now() + Duration::from_secs(180);
     loop {
-        let out = Command::new("git").current_dir(bare).args(["rev-list", "--count", "winfleet/status"]).output();
-        let n: usize = out.ok().and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok()).unwrap_or(0);
-        if n >= count {
+        let out = Command::new("git").current_dir(bare).args(["show", "winfleet/status:status/summary.yaml"]).output();
+        if out.is_ok_and(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l == applied)) {
             return;
         }
         assert!(daemon.try_wait().unwrap().is_none(), "the daemon exited");
-        assert!(Instant::now() < deadline, "no status commit within 120 s");
+        assert!(Instant::now() < deadline, "{} not applied within 180 s", &head[..7]);
         std::thread::sleep(Duration::from_millis(100));
     }
 }
 
+fn is_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+}
+
 fn main() {
+    // The payload's kubelet runs this binary as the fake kubelet.
+    if std::env::var_os(kubelet::ARGS_VAR).is_some() {
+        kubelet::main_from_env();
+        return;
+    }
     let mut args = std::env::args().skip(1);
     let winfleet = args.next().expect("usage: demo-fleet <winfleet binary> [NODES]");
     let nodes: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(3);
-    let fleet = fleet::TestFleet::start(nodes);
+    let names: Vec<String> = (0..nodes).map(|i| format!("win-demo-{i}")).collect();
+    let fleet = if is_root() {
+        fleet::TestFleet::start_named(&names.iter().map(String::as_str).collect::<Vec<_>>())
+    } else {
+        fleet::TestFleet::start(nodes)
+    };
     println!("demo fleet: {nodes} sshd nodes on {}..., port {}", fleet.nodes[0].address, fleet.port);
+    let cluster = is_root().then(|| cluster::SimulatedCluster::start(&fleet));
+    match &cluster {
+        Some(c) => println!(
+            "SIMULATED cluster: winfleet's in-memory Kubernetes API (its test server, not a kube-apiserver) at {}; \
+             each node's kubelet is the tests' fake kubelet",
+            c.served.url
+        ),
+        None => {
+            println!("not root: no simulated cluster (the nodes need their own host names); the daemon runs SSH-only")
+        }
+    }
 
     // The config repository: examples-repo, with instances for the demo nodes.
     let dir = fleet.dir();
     let (bare, work) = (dir.join("fleet.git"), dir.join("work"));
     git(dir, &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples-repo");
-    for sub in ["mirrors", "machinesets", "instances"] {
+    for sub in ["mirrors", "machinesets", "instances", "services"] {
         std::fs::create_dir_all(work.join(sub)).unwrap();
     }
     for file in [
@@ -97,16 +138,20 @@ fn main() {
     ] {
         std::fs::copy(examples.join(file), work.join(file)).unwrap();
     }
+    let payload = cluster.as_ref().map(cluster::SimulatedCluster::fleet_yaml).unwrap_or_default();
     std::fs::write(
         work.join("fleet.yaml"),
-        format!("{}  drift:\n    interval: 10m\n", fleet_yaml(&fleet.user, fleet.port)),
+        format!("{}  drift:\n    interval: 10m\n{payload}", fleet_yaml(&fleet.user, fleet.port)),
     )
     .unwrap();
+    if cluster.is_some() {
+        std::fs::write(work.join("services/demo-services.yaml"), join::services_manifest()).unwrap();
+    }
     let mut list = String::from(
         "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: demo\nspec:\n  instances:\n",
     );
     for node in &fleet.nodes {
-        let _ = writeln!(list, "  - address: {}", node.address);
+        let _ = writeln!(list, "  - address: {}\n    labels: {{example.com/team: payments}}", node.address);
     }
     std::fs::write(work.join("instances/demo.yaml"), list).unwrap();
     git(&work, &["init", "-q", "-b", "main"]);
@@ -120,8 +165,12 @@ fn main() {
     std::fs::write(&secret, SECRET).unwrap();
     let (webhook, metrics) = (free_port(), free_port());
     println!("\n== winfleet run --repo-url file://…/fleet.git --webhook-addr 127.0.0.1:{webhook} …");
-    let mut daemon = Command::new(&winfleet)
-        .args(["run", "--repo-url", &format!("file://{}", bare.display()), "--branch", "main"])
+    let mut command = Command::new(&winfleet);
+    command.args(["run", "--repo-url", &format!("file://{}", bare.display()), "--branch", "main"]);
+    if let Some(c) = &cluster {
+        command.arg("--kubeconfig").arg(&c.served.kubeconfig).arg("--payload-dir").arg(&c.payload);
+    }
+    let mut daemon = command
         .args(["--cache-dir", dir.join("cache").to_str().unwrap()])
         .args(["--ssh-key", fleet.key.to_str().unwrap(), "--known-hosts", fleet.known_hosts.to_str().unwrap()])
         .args(["--webhook-addr", &format!("127.0.0.1:{webhook}"), "--webhook-secret-file", secret.to_str().unwrap()])
@@ -133,18 +182,39 @@ fn main() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
-    wait_status(&bare, 1, &mut daemon);
+    wait_applied(&bare, &mut daemon);
+    if let Some(c) = &cluster {
+        println!("\n== the SIMULATED cluster after the first round: the instances joined");
+        println!("-- Nodes\n{}", c.nodes());
+        println!(
+            "-- CertificateSigningRequests (the fake kubelets asked; winfleet approved what it could match)\n{}",
+            c.csrs()
+        );
+        println!("-- MachineSets (created from machinesets/)\n{}", c.machinesets());
+    }
 
-    println!("\n== a merged pull request: the pause mirror moves; GitHub notifies the webhook");
+    println!("\n== a merged pull request: the pause mirror moves, an egress proxy; GitHub notifies the webhook");
     let pause = work.join("mirrors/pause-idms.yaml");
     let text = std::fs::read_to_string(&pause).unwrap();
     std::fs::write(&pause, text.replace("- mirror.corp.example:5000/oss", "- mirror2.corp.example:5000/oss")).unwrap();
-    git(&work, &["commit", "-qam", "Move the pause mirror to mirror2"]);
+    if cluster.is_some() {
+        std::fs::write(work.join("proxy.yaml"), PROXY).unwrap();
+        git(&work, &["add", "proxy.yaml"]);
+    }
+    git(&work, &["commit", "-qam", "Move the pause mirror to mirror2, send egress through proxy.corp.example"]);
     git(&work, &["push", "-q", bare.to_str().unwrap(), "main"]);
     let merged = Instant::now();
     println!("webhook answered: {}", notify(webhook));
-    wait_status(&bare, 2, &mut daemon);
+    wait_applied(&bare, &mut daemon);
     println!("(applied and status committed {:.1} s after the merge)", merged.elapsed().as_secs_f64());
+    if let Some(c) = &cluster {
+        println!("\n== the SIMULATED cluster after the change: a safe reboot of each node, one at a time");
+        println!(
+            "(a demo node cannot reboot: its systemctl shim stops its services, gives it a new boot id and starts them)"
+        );
+        println!("{}", c.events(&["Cordoned", "Rebooting", "Rebooted", "RebootFailed", "DrainFailed"]));
+        println!("-- Nodes\n{}", c.nodes());
+    }
 
     let _ = Command::new("kill").args(["-TERM", &daemon.id().to_string()]).status();
     let status = daemon.wait().unwrap();
@@ -159,6 +229,10 @@ fn main() {
     }
     let hosts = "certs.d/mcr.microsoft.com/hosts.toml";
     println!("-- {hosts}:\n{}", node.read(hosts).unwrap_or_default());
+    let drop_in = "systemd/90-winfleet-environment.conf";
+    if let Some(text) = node.read(drop_in) {
+        println!("-- {drop_in} (the proxy variables; they take effect at the next boot, hence the reboot):\n{text}");
+    }
     println!("== git log winfleet/status");
     print!("{}", git(&bare, &["log", "--format=%h %an%n    %s%n    %(trailers:only,unfold)", "winfleet/status"]));
     println!("== git show winfleet/status:status/summary.yaml");
@@ -167,10 +241,13 @@ fn main() {
     let status =
         Command::new(&winfleet).args(["status", "--repo-url", &format!("file://{}", bare.display())]).status().unwrap();
     println!(
-        "(exit code {}: 0 = all Ready, 3 = something is not; here the MachineSets are Unknown, as there is no cluster)",
-        status.code().unwrap_or(-1)
+        "(exit code {}: 0 = all Ready, 3 = something is not{})",
+        status.code().unwrap_or(-1),
+        if cluster.is_some() { "" } else { "; here the MachineSets are Unknown, as there is no cluster" }
     );
 }
+
+const PROXY: &str = "apiVersion: config.openshift.io/v1\nkind: Proxy\nmetadata:\n  name: cluster\nspec:\n  httpProxy: http://proxy.corp.example:3128\n  httpsProxy: http://proxy.corp.example:3128\n";
 
 fn fleet_yaml(user: &str, port: u16) -> String {
     format!(

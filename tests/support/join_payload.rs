@@ -1,0 +1,46 @@
+//! What a join needs on the node side, for the lifecycle tests and the
+//! demo: the bootstrap token, a posix services manifest, and a payload
+//! whose kubelet is the fake kubelet of tests/support/kubelet.rs.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+pub const TOKEN: &str = "abcdef.0123456789abcdef";
+
+/// The posix services manifest: containerd and the (fake) kubelet start
+/// before the Node exists; hybrid-overlay-node needs the Node's name.
+pub fn services_manifest() -> String {
+    let services = serde_json::json!([
+        { "name": "containerd", "path": "payload/containerd/containerd --config payload/containerd/containerd.toml",
+          "bootstrap": true, "priority": 0 },
+        { "name": "kubelet",
+          "path": "payload/kube-node/kubelet --config=payload/kubelet.conf --bootstrap-kubeconfig=payload/bootstrap-kubeconfig --kubeconfig=payload/kubeconfig --node-labels=node.openshift.io/os_id=Windows --node-ip=NODE_IP",
+          "powershellPreScripts": [{ "variableName": "NODE_IP", "path": "set -- $SSH_CONNECTION; echo $3", "NodeArgs": null }],
+          "dependencies": ["containerd"], "bootstrap": true, "priority": 1 },
+        { "name": "hybrid-overlay-node", "path": "payload/hybrid-overlay-node --node NODE_NAME",
+          "nodeVariablesInCommand": [{ "name": "NODE_NAME", "nodeObjectJsonPath": "{.metadata.name}" }],
+          "dependencies": ["kubelet"], "bootstrap": false, "priority": 2 },
+    ]);
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: windows-services-test\n  namespace: openshift-windows-machine-config-operator\ndata:\n  files: '[]'\n  services: '{}'\n",
+        services.to_string().replace('\'', "''")
+    )
+}
+
+pub fn executable(path: &Path, text: &str) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+pub fn payload(root: &Path) -> PathBuf {
+    let dir = root.join("payload-src");
+    executable(&dir.join("kube-node/kubelet"), &super::kubelet::wrapper_script());
+    executable(&dir.join("containerd/containerd"), "#!/bin/sh\nexec sleep 3600\n");
+    fs::write(dir.join("containerd/containerd.toml"), "version = 2\n").unwrap();
+    executable(&dir.join("hybrid-overlay-node"), "#!/bin/sh\necho \"hybrid overlay for $2\"\nexec sleep 3600\n");
+    dir
+}
