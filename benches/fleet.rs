@@ -156,6 +156,90 @@ async fn floor(fleet: &TestFleet) -> (Duration, Duration) {
     (median(handshakes), median(round_trips))
 }
 
+/// The floor of a round on warm connections: one empty command on every
+/// node through the same pool, with the round's parallelism. Median of 5.
+async fn parallel_floor(pool: &Pool, desired: &Desired) -> Duration {
+    use futures::StreamExt as _;
+    let targets: Vec<_> = desired.instances.values().map(engine::target).collect();
+    let empty = command("true", String::new());
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        let failed = futures::stream::iter(&targets)
+            .map(|t| pool.run(t, &empty, true))
+            .buffer_unordered(desired.fleet.max_parallel as usize)
+            .filter(|r| std::future::ready(r.is_err()))
+            .count()
+            .await;
+        assert_eq!(failed, 0, "an empty command failed");
+        samples.push(start.elapsed());
+    }
+    median(samples)
+}
+
+/// Where a no-op observation spends its time beyond the floor: the same
+/// 200 scripts through the pool with the round's parallelism, each with
+/// one part taken out (bench-only variants of the real script). Medians of 5.
+async fn breakdown(pool: &Pool, desired: &Desired) -> Vec<(&'static str, Duration)> {
+    use futures::StreamExt as _;
+    let targets: Vec<_> = desired.instances.values().map(engine::target).collect();
+    let observe: Vec<Script> = desired.instances.values().map(|i| winfleet::dialect::observe(&i.spec, None)).collect();
+    let without_sums = observe
+        .iter()
+        .map(|o| command(o.command, o.input.replace("sha256sum -z -- \"$@\" 2>/dev/null", ":")))
+        .collect();
+    let without_decode = observe
+        .iter()
+        .map(|o| {
+            let (start, end) = (o.input.find("inp=$(base64").unwrap(), o.input.find("); inp=${inp%x}").unwrap());
+            let inputs = format!("inp=$(printf '%s\\n\\nx' '{}')", desired.fleet.posix_registries_dir);
+            command(o.command, format!("{}{inputs}{}", &o.input[..start], &o.input[end + 1..]))
+        })
+        .collect();
+    let variants: Vec<(&'static str, Vec<Script>)> = vec![
+        ("empty command (the floor)", vec![command("true", String::new()); targets.len()]),
+        ("`/bin/sh -s` running `true`", vec![command("/bin/sh -s", "true\n".into()); targets.len()]),
+        ("observation without its sha256sum", without_sums),
+        ("observation without its base64 decode", without_decode),
+        ("observation", observe),
+    ];
+    let mut rows = Vec::new();
+    for (name, scripts) in variants {
+        let mut samples = Vec::new();
+        for _ in 0..5 {
+            let start = Instant::now();
+            let runs = futures::stream::iter(targets.iter().zip(&scripts)).map(|(t, s)| pool.run(t, s, true));
+            let failed = runs
+                .buffer_unordered(desired.fleet.max_parallel as usize)
+                .filter(|r| std::future::ready(r.is_err()))
+                .count()
+                .await;
+            assert_eq!(failed, 0, "{name} failed");
+            samples.push(start.elapsed());
+        }
+        rows.push((name, median(samples)));
+    }
+    rows
+}
+
+/// CPU time (user + system) this process has used: winfleet's own share of
+/// a round, apart from the 200 sshd servers it shares the cores with.
+fn cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat.rsplit(')').next().unwrap_or_default().split_whitespace().collect();
+    let ticks: u64 = fields.get(11..13).map_or(0, |f| f.iter().filter_map(|t| t.parse::<u64>().ok()).sum());
+    Duration::from_millis(ticks * 10)
+}
+
+/// CPU time of every process on the machine (from /proc/stat), to tell
+/// how busy the cores were during a measurement.
+fn machine_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let line = stat.lines().next().unwrap_or_default();
+    let ticks: u64 = line.split_whitespace().skip(1).take(3).filter_map(|t| t.parse::<u64>().ok()).sum();
+    Duration::from_millis(ticks * 10)
+}
+
 fn median(mut samples: Vec<Duration>) -> Duration {
     samples.sort();
     samples[samples.len() / 2]
@@ -197,6 +281,10 @@ fn main() {
         let (a, a_counts, a_failed) = winfleet_round(&pool, &base).await;
         let (b, b_counts, b_failed) = winfleet_round(&pool, &changed).await;
         let (c, c_counts, c_failed) = winfleet_round(&pool, &changed).await;
+        let floor = parallel_floor(&pool, &changed).await;
+        let (own, all) = (cpu(), machine_cpu());
+        let (c2, _, _) = winfleet_round(&pool, &changed).await;
+        let (own, all) = (cpu() - own, machine_cpu() - all);
         pool.close().await;
         assert_eq!(a_failed + b_failed + c_failed, 0, "a node failed");
         assert_eq!(c_counts.applied, 0, "the drift check wrote");
@@ -205,5 +293,19 @@ fn main() {
         row("(a) initial rollout", a, wmco_a, &format!("winfleet {} ops applied (cold connections); WMCO {wmco_writes} files", a_counts.applied));
         row("(b) one mirror changed", b, wmco_b, &format!("winfleet {} writes (warm connections)", b_counts.applied));
         row("(c) no-op drift check", c, wmco_c, &format!("winfleet {} writes, warm connections; WMCO rewrites all", c_counts.applied));
+        let parallelism = changed.fleet.max_parallel;
+        println!(
+            "floor: one empty command on each of the {nodes} nodes, warm, {parallelism} at once: {}; \
+             (c) again right after it: {} = {:.2}x the floor (first (c): {:.2}x)",
+            ms(floor), ms(c2), c2.as_secs_f64() / floor.as_secs_f64(), c.as_secs_f64() / floor.as_secs_f64()
+        );
+        println!("CPU during that (c): winfleet {}, the machine {} (user+system, of {} available on 2 cores)", ms(own), ms(all), ms(c2 * 2));
+        let pool = self::pool(&fleet);
+        println!("\nwhere a no-op observation's time goes ({nodes} nodes, warm, {parallelism} at once; one channel each):");
+        let _ = winfleet_round(&pool, &changed).await;
+        for (name, time) in breakdown(&pool, &changed).await {
+            println!("  {name:<40} {:>8}", ms(time));
+        }
+        pool.close().await;
     });
 }

@@ -414,21 +414,12 @@ fn a_connection_cut_during_apply_leaves_no_half_written_file_and_the_next_round_
     assert_eq!(apply(&fleet, &repo, &[]).0, 0);
     let old = registries_on(&fleet.nodes[0]);
     let node = &fleet.nodes[0];
-    // A slow node: decoding a file's content writes half of it, then stalls.
+    // A slow node: the first file's content is in its temporary file, then
+    // the rename stalls.
     node.shim(
-        "base64",
+        "mv",
         &format!(
-            r#"#!/bin/sh
-if [ "$1" = "-d" ] && [ -e '{slow}' ]; then
-  t='{slow}.'$$
-  /usr/bin/base64 -d > "$t"
-  n=$(wc -c < "$t")
-  if [ "$n" -gt 100 ]; then head -c $((n / 2)) "$t"; sleep 30; tail -c +$((n / 2 + 1)) "$t"; else cat "$t"; fi
-  rm -f "$t"
-  exit 0
-fi
-exec /usr/bin/base64 "$@"
-"#,
+            "#!/bin/sh\nif [ -e '{slow}' ]; then sleep 30; fi\nexec /bin/mv \"$@\"\n",
             slow = node.dir.join("slow").display()
         ),
     );
@@ -469,7 +460,7 @@ exec /usr/bin/base64 "$@"
     assert!(out.contains("operations: 0 applied"), "{out}");
 }
 
-/// Waits until a temporary file holds part of a new hosts.toml.
+/// Waits until a temporary file holds a new hosts.toml.
 fn partial_temp_file(node: &TestNode) -> PathBuf {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {

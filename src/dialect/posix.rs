@@ -1,10 +1,14 @@
 //! The posix dialect: POSIX `sh` with coreutils (`base64`, `sha256sum`,
 //! `mkdir`, `mv`, `rm`), run as `/bin/sh -s` with the script on standard
 //! input. Files and directories are created owner-only (`umask 077`):
-//! hosts.toml may carry registry credentials. Few processes per node: values are decoded from here-documents,
-//! and a file is written without re-reading the old one (the plan compared
-//! SHA-256 sums a moment before; PowerShell, where it costs nothing, does
-//! re-check and reports "unchanged").
+//! hosts.toml may carry registry credentials. Few processes per node, as a
+//! process costs more than anything else a round does on a node: a script
+//! decodes all its values with one `base64 -d` of a here-document (an
+//! apply splits them at a separator line none of them contains; a content
+//! holding NUL, which no shell variable can, gets a decode of its own), the
+//! shell's `printf` writes a file, and a file is written without re-reading
+//! the old one (the plan compared SHA-256 sums a moment before; PowerShell,
+//! where it costs nothing, does re-check and reports "unchanged").
 //!
 //! The whole script is one function called on its last line, so a script
 //! cut off in transit is a syntax error and runs nothing. Inside it, no
@@ -46,8 +50,12 @@ pub fn observe(spec: &NodeSpec, lifecycle: Option<&ObserveList>) -> Script {
         inputs.push_str(service);
         inputs.push('\n');
     }
+    inputs.push('x');
     let mut s = PRELUDE.to_owned();
-    let _ = writeln!(s, "inp=$(d '{}'; printf x); inp=${{inp%x}}", b64(&inputs));
+    // One process decodes every input: `$(base64 -d <<…)` is a single
+    // command, which the shell's command substitution runs without a
+    // subshell of its own; the `x` keeps trailing newlines.
+    let _ = writeln!(s, "inp=$(base64 -d <<WINFLEET_B64\n{}\nWINFLEET_B64\n); inp=${{inp%x}}", b64(&inputs));
     s.push_str(
         r#"nl='
 '
@@ -113,30 +121,45 @@ pub fn apply(
     let mut s = PRELUDE.to_owned();
     s.push_str(APPLY_HELPERS);
     s.push_str(
-        r#"w() {
-  idx=$1; target=$(v "$2"); target=${target%x}
+        r#"n() { val=${vals%%"$sep"*}; vals=${vals#*"$sep"}; }
+f() {
   dir=${target%/*}; tmp="$dir/.${target##*/}.winfleet-tmp"
   if [ ! -d "$dir" ] && ! err=$(mkdir -p -- "$dir" 2>&1); then o failed "$err"; return; fi
-  if ! err=$( { d "$3" >"$tmp"; } 2>&1 ); then o failed "$err"; return; fi
+  if ! "$1" 2>/dev/null; then err=$( { : >>"$tmp"; } 2>&1 ); o failed "${err:-cannot write $tmp}"; return; fi
   if err=$(mv -f -- "$tmp" "$target" 2>&1); then o applied; else o failed "$err"; fi
 }
+pv() { printf '%s' "$val" >"$tmp"; }
+pb() { d "$b" >"$tmp"; }
+w() { idx=$1; n; target=$val; n; f pv; }
+wb() { idx=$1; target=$(v "$2"); target=${target%x}; b=$3; f pb; }
 r() {
-  idx=$1; p=$(v "$2"); p=${p%x}
+  idx=$1; n; p=$val
   if [ ! -e "$p" ] && [ ! -L "$p" ]; then o unchanged
   elif err=$(rm -rf -- "$p" 2>&1); then o applied
   else o failed "$err"; fi
 }
 "#,
     );
+    let values = Values::of(spec, facts, changes);
+    if !values.values.is_empty() {
+        let _ = writeln!(s, "sep='{}'", values.separator);
+        let _ = writeln!(s, "vals=$(base64 -d <<WINFLEET_B64\n{}\nWINFLEET_B64\n)", b64(&values.joined()));
+    }
     let _ = writeln!(s, "t {OUTCOMES_MARKER} {OUTCOMES_VERSION}");
     for (i, change) in changes.iter().enumerate() {
         match change {
             Change::WriteFile { registry, file, .. } if is_entry_name(registry) => {
-                let path = format!("{}/{registry}/{HOSTS_TOML}", spec.registries_dir);
-                let _ = writeln!(s, "w {i} '{}' '{}'", b64(&path), b64(file.content()));
+                if file.content().contains('\0') {
+                    // Shell variables cannot hold NUL: this one is decoded
+                    // into its file by a base64 process of its own.
+                    let path = format!("{}/{registry}/{HOSTS_TOML}", spec.registries_dir);
+                    let _ = writeln!(s, "wb {i} '{}' '{}'", b64(&path), b64(file.content()));
+                } else {
+                    let _ = writeln!(s, "w {i}");
+                }
             }
             Change::RemoveRegistry { registry } if is_entry_name(registry) => {
-                let _ = writeln!(s, "r {i} '{}'", b64(&format!("{}/{registry}", spec.registries_dir)));
+                let _ = writeln!(s, "r {i}");
             }
             Change::WriteFile { .. } | Change::RemoveRegistry { .. } => {
                 let _ = writeln!(s, "idx={i}; o failed 'not a plain directory name'");
@@ -148,18 +171,14 @@ r() {
     if !env.is_empty() {
         let indexes = env.iter().map(usize::to_string).collect::<Vec<_>>().join(" ");
         match &spec.environment_dir {
-            Some(dir) if spec.leaving && spec.environment.is_empty() => {
-                let path = format!("{dir}/{ENVIRONMENT_DROP_IN}");
+            Some(_) if spec.leaving && spec.environment.is_empty() => {
                 let _ = writeln!(
                     s,
-                    "idx='{indexes}'; p=$(v '{}'); p=${{p%x}}; if err=$(rm -f -- \"$p\" 2>&1); then o applied; else o failed \"$err\"; fi",
-                    b64(&path)
+                    "idx='{indexes}'; n; p=$val; if err=$(rm -f -- \"$p\" 2>&1); then o applied; else o failed \"$err\"; fi",
                 );
             }
-            Some(dir) => {
-                let content = super::systemd::render_drop_in(&spec.environment, facts.boot_id.as_deref());
-                let path = format!("{dir}/{ENVIRONMENT_DROP_IN}");
-                let _ = writeln!(s, "w '{indexes}' '{}' '{}'", b64(&path), b64(&content));
+            Some(_) => {
+                let _ = writeln!(s, "w '{indexes}'");
             }
             None => {
                 let _ = writeln!(s, "idx='{indexes}'; o failed 'no environment directory for posix nodes'");
@@ -171,6 +190,61 @@ r() {
     }
     s.push_str(EPILOGUE);
     Script { command: COMMAND, input: s }
+}
+
+/// The values an apply script writes (paths and contents), in the order it
+/// takes them, decoded by one `base64 -d` and split at a separator line
+/// that none of them contains: no process per value.
+struct Values {
+    separator: String,
+    values: Vec<String>,
+}
+
+impl Values {
+    fn of(spec: &NodeSpec, facts: &NodeFacts, changes: &[Change<'_>]) -> Self {
+        let mut values = Vec::new();
+        for change in changes {
+            match change {
+                Change::WriteFile { registry, file, .. }
+                    if is_entry_name(registry) && !file.content().contains('\0') =>
+                {
+                    values.push(format!("{}/{registry}/{HOSTS_TOML}", spec.registries_dir));
+                    values.push(file.content().to_owned());
+                }
+                Change::RemoveRegistry { registry } if is_entry_name(registry) => {
+                    values.push(format!("{}/{registry}", spec.registries_dir));
+                }
+                _ => {}
+            }
+        }
+        if let (false, Some(dir)) = (env_indexes(changes).is_empty(), &spec.environment_dir) {
+            values.push(format!("{dir}/{ENVIRONMENT_DROP_IN}"));
+            if !(spec.leaving && spec.environment.is_empty()) {
+                values.push(super::systemd::render_drop_in(&spec.environment, facts.boot_id.as_deref()));
+            }
+        }
+        let mut k = 0;
+        let separator = loop {
+            let candidate = format!("--winfleet-value-{k}--");
+            if !values.iter().any(|v| v.contains(&candidate)) {
+                break candidate;
+            }
+            k += 1;
+        };
+        Self { separator, values }
+    }
+
+    /// Each value followed by the separator, then `x` (so the shell's
+    /// command substitution keeps every trailing newline).
+    fn joined(&self) -> String {
+        let mut all = String::new();
+        for value in &self.values {
+            all.push_str(value);
+            all.push_str(&self.separator);
+        }
+        all.push('x');
+        all
+    }
 }
 
 const APPLY_HELPERS: &str = r#"o() { for j in $idx; do t op "$j" "$@"; done; }

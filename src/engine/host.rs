@@ -15,7 +15,7 @@ pub struct SshHost<'a> {
 
 impl Host for SshHost<'_> {
     async fn boot_id(&self, instance: &Instance) -> Result<String, String> {
-        let facts = observe(self.pool, &target(instance), &instance.spec, None).await?;
+        let facts = observe(self.pool, None, &target(instance), &instance.spec, None).await?;
         facts.boot_id.ok_or_else(|| "the node reports no boot id".to_owned())
     }
 

@@ -15,6 +15,7 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
 
+use crate::desired::kinds::instances::Shell;
 use crate::desired::model::Instance;
 use crate::dialect;
 use crate::dialect::ObserveList;
@@ -24,8 +25,9 @@ use crate::lifecycle::plan::{self as lifecycle_plan, plan_lifecycle};
 use crate::node::NodeSpec;
 use crate::node::facts::{NodeFacts, parse_facts};
 use crate::node::plan::{self, plan_node};
-use crate::ssh::{Output, Pool, Target};
+use crate::ssh::{Conversation, Output, Pool, Target};
 use report::{LifecycleReport, NodeReport, NodeResult, OpReport, Stage};
+use tokio::sync::Mutex;
 
 /// What the cluster knows of a node, for its lifecycle.
 #[derive(Clone, Debug, Default)]
@@ -115,10 +117,38 @@ pub fn target(instance: &Instance) -> Target {
 /// what the cluster knows of it (its lifecycle mode and Node).
 pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool, context: &NodeContext) -> NodeReport {
     let target = target(instance);
+    // Posix nodes: one shell for every script of this node (the channel
+    // costs more than the scripts); PowerShell gets a channel per script.
+    let conversation = match instance.spec.shell {
+        Shell::Posix => match pool.converse(&target, dialect::posix::COMMAND).await {
+            Ok(conversation) => Some(Mutex::new(conversation)),
+            Err(e) => {
+                let mut report = NodeReport::new(&instance.address);
+                report.result = NodeResult::Failed { stage: Stage::Observe, reason: e.to_string() };
+                return report;
+            }
+        },
+        Shell::Powershell => None,
+    };
+    let report = observe_and_apply(pool, &target, instance, dry_run, context, conversation.as_ref()).await;
+    if let Some(conversation) = conversation {
+        conversation.into_inner().close().await;
+    }
+    report
+}
+
+async fn observe_and_apply(
+    pool: &Pool,
+    target: &Target,
+    instance: &Instance,
+    dry_run: bool,
+    context: &NodeContext,
+    conversation: Option<&Mutex<Conversation>>,
+) -> NodeReport {
     let spec: &NodeSpec = &instance.spec;
     let mut report = NodeReport::new(&instance.address);
-    let list = spec.lifecycle.as_deref().map(|l| steps::observe_list(l, &pool.known_hashes(&target), context));
-    let mut facts = match observe(pool, &target, spec, list.as_ref()).await {
+    let list = spec.lifecycle.as_deref().map(|l| steps::observe_list(l, &pool.known_hashes(target), context));
+    let mut facts = match observe(pool, conversation, target, spec, list.as_ref()).await {
         Ok(facts) => facts,
         Err(reason) => {
             report.result = NodeResult::Failed { stage: Stage::Observe, reason };
@@ -126,9 +156,9 @@ pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool, context: &Nod
         }
     };
     if spec.lifecycle.is_some() {
-        let mut cache = pool.known_hashes(&target);
+        let mut cache = pool.known_hashes(target);
         resolve_cached(&mut facts.lifecycle, &mut cache);
-        pool.remember_hashes(&target, cache);
+        pool.remember_hashes(target, cache);
     }
     report.hostname = Some(facts.hostname.clone());
     report.os = Some(facts.os.clone());
@@ -153,8 +183,15 @@ pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool, context: &Nod
         });
     }
     if !dry_run && !operations.is_empty() {
-        let work =
-            steps::Work { pool, target: &target, spec, facts: &facts, changes: &changes, lifecycle: lifecycle_changes };
+        let work = steps::Work {
+            pool,
+            conversation,
+            target,
+            spec,
+            facts: &facts,
+            changes: &changes,
+            lifecycle: lifecycle_changes,
+        };
         match steps::apply(&work).await {
             Ok(applied) => {
                 for (op, outcome) in operations.iter_mut().zip(applied.outcomes) {
@@ -176,11 +213,17 @@ pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool, context: &Nod
 
 async fn observe(
     pool: &Pool,
+    conversation: Option<&Mutex<Conversation>>,
     target: &Target,
     spec: &NodeSpec,
     list: Option<&ObserveList>,
 ) -> Result<NodeFacts, String> {
-    let output = pool.run(target, &dialect::observe(spec, list), true).await.map_err(|e| e.to_string())?;
+    let script = dialect::observe(spec, list);
+    let output = match conversation {
+        Some(conversation) => pool.exchange(&mut *conversation.lock().await, &script).await,
+        None => pool.run(target, &script, true).await,
+    }
+    .map_err(|e| e.to_string())?;
     parse_facts(&output.stdout).map_err(|e| explain(&e.to_string(), &output))
 }
 

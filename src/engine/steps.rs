@@ -14,7 +14,7 @@ use crate::node::facts::NodeFacts;
 use crate::node::outcome::{ApplyReport, Outcome, parse_report};
 use crate::node::plan::Change;
 use crate::ssh::sftp::Upload;
-use crate::ssh::{Pool, Target};
+use crate::ssh::{Conversation, Pool, Target};
 
 /// What the observation asks about the lifecycle: every payload and
 /// generated file with the stat key of its known hash, and the pre-scripts
@@ -44,6 +44,8 @@ pub fn observe_list(spec: &LifecycleSpec, known: &HashCache, context: &NodeConte
 pub struct Work<'a> {
     /// The pool.
     pub pool: &'a Pool,
+    /// The node's shell, when its scripts share one (posix).
+    pub conversation: Option<&'a tokio::sync::Mutex<Conversation>>,
     /// The node.
     pub target: &'a Target,
     /// Its spec.
@@ -133,7 +135,11 @@ fn remember_uploads(work: &Work<'_>, keys: &[(String, String)]) {
 }
 
 async fn run(work: &Work<'_>, script: &dialect::Script, total: usize) -> Result<ApplyReport, (Stage, String)> {
-    match work.pool.run(work.target, script, false).await {
+    let output = match work.conversation {
+        Some(conversation) => work.pool.exchange(&mut *conversation.lock().await, script).await,
+        None => work.pool.run(work.target, script, false).await,
+    };
+    match output {
         Ok(output) => parse_report(&output.stdout, total).map_err(|e| (Stage::Apply, explain(&e.to_string(), &output))),
         Err(e) => Err((Stage::Apply, format!("{e}; the next round re-observes and converges"))),
     }

@@ -8,6 +8,7 @@
 //!
 //! [`Script`]: crate::dialect::Script
 
+pub mod conversation;
 pub mod known_hosts;
 pub mod session;
 pub mod sftp;
@@ -21,6 +22,7 @@ use backon::{ExponentialBuilder, Retryable};
 use russh::keys::PrivateKey;
 use tokio::sync::Mutex;
 
+pub use conversation::Conversation;
 pub use known_hosts::{HostKeyError, KnownHosts};
 pub use session::{Output, Session};
 
@@ -209,6 +211,42 @@ impl Pool {
         let result = session.run(script, self.settings.command_timeout).await;
         if result.is_err() {
             self.forget(target).await;
+        }
+        result
+    }
+
+    /// Starts `command` (a shell reading scripts on standard input) on
+    /// `target` for a [`Conversation`]. Opening is idempotent: a cached
+    /// connection that is gone is replaced once, as for an observation.
+    pub async fn converse(&self, target: &Target, command: &str) -> Result<Conversation, SshError> {
+        let cached = self.sessions.lock().await.get(target).cloned();
+        if let Some(session) = cached {
+            match Conversation::open(Arc::clone(&session), command).await {
+                Ok(conversation) => return Ok(conversation),
+                Err(e) if session.is_closed() => {
+                    tracing::debug!(%target, error = %e, "cached connection is gone; reconnecting");
+                    self.forget(target).await;
+                }
+                Err(e) => {
+                    self.forget(target).await;
+                    return Err(e);
+                }
+            }
+        }
+        let session = self.connect(target).await?;
+        let result = Conversation::open(session, command).await;
+        if result.is_err() {
+            self.forget(target).await;
+        }
+        result
+    }
+
+    /// One exchange of `conversation` within the command timeout; the
+    /// connection is dropped from the pool when it fails.
+    pub async fn exchange(&self, conversation: &mut Conversation, script: &Script) -> Result<Output, SshError> {
+        let result = conversation.exchange(&script.input, self.settings.command_timeout).await;
+        if result.is_err() {
+            self.forget(conversation.target()).await;
         }
         result
     }

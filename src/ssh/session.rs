@@ -168,7 +168,7 @@ impl Session {
     }
 }
 
-fn append(buffer: &mut Vec<u8>, data: &[u8]) {
+pub(crate) fn append(buffer: &mut Vec<u8>, data: &[u8]) {
     let room = MAX_OUTPUT.saturating_sub(buffer.len());
     buffer.extend_from_slice(&data[..data.len().min(room)]);
 }

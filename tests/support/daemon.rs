@@ -191,11 +191,13 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
-/// Makes every script on `fleet`'s nodes a second slower (each file write
-/// decodes base64), so a signal or a kill lands inside a round.
+/// Makes every script on `fleet`'s nodes a second slower (each decodes
+/// base64) and every file rename too, so a signal or a kill lands inside a
+/// round.
 pub fn slow_writes(fleet: &TestFleet) {
     for node in &fleet.nodes {
         node.shim("base64", "#!/bin/sh\nsleep 1\nexec /usr/bin/base64 \"$@\"\n");
+        node.shim("mv", "#!/bin/sh\nsleep 1\nexec /bin/mv \"$@\"\n");
     }
 }
 
