@@ -333,6 +333,8 @@ struct SimHost {
     /// stays Ready (with its old heartbeat) while the node is down.
     stale_ready: bool,
     never_back: BTreeSet<String>,
+    /// The old kubelet posts one more heartbeat while the node shuts down.
+    late_heartbeat: bool,
     state: Arc<Mutex<HashMap<String, (u32, bool)>>>, // address -> (boot number, down)
     /// Nodes whose kubelet has not posted since their reboot.
     kubelet_down: Arc<Mutex<BTreeSet<String>>>,
@@ -347,6 +349,7 @@ impl SimHost {
             heartbeat_after: Duration::ZERO,
             stale_ready: false,
             never_back: BTreeSet::new(),
+            late_heartbeat: false,
             state: Arc::default(),
             kubelet_down: Arc::default(),
             nodes,
@@ -357,7 +360,7 @@ impl SimHost {
                 for (address, node) in &kubelet.nodes {
                     let (boot, down) = kubelet.state.lock().unwrap().get(address).copied().unwrap_or((0, false));
                     if !down && !kubelet.kubelet_down.lock().unwrap().contains(address) {
-                        heartbeat(&kubelet.api, node, boot > 0);
+                        heartbeat(&kubelet.api, node, boot);
                     }
                 }
                 tokio::time::sleep(Duration::from_secs(10)).await;
@@ -373,12 +376,18 @@ fn set_ready(api: &ApiServer, node: &str, ready: bool) {
     });
 }
 
-/// The kubelet's heartbeat (see [`SimHost`] for the stamp).
-fn heartbeat(api: &ApiServer, node: &str, rebooted: bool) {
-    let skew = jiff::SignedDuration::from_secs(if rebooted { 2 } else { -2 });
+/// The heartbeat of the kubelet running in `boot` (see [`SimHost`] for
+/// the stamp), which reports that boot as its Node's bootID.
+fn heartbeat(api: &ApiServer, node: &str, boot: u32) {
+    let skew = jiff::SignedDuration::from_secs(if boot > 0 { 2 } else { -2 });
     let stamp = jiff::Timestamp::now().checked_add(skew).unwrap().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     api.update("v1", "Node", None, node, |n| {
         n["status"]["conditions"][0]["lastHeartbeatTime"] = json!(stamp);
+        n["status"]["nodeInfo"] = json!({
+            "machineID": node, "systemUUID": "", "bootID": format!("boot-{boot}"), "kernelVersion": "10.0.20348",
+            "osImage": "sim", "containerRuntimeVersion": "containerd://1.7.0", "kubeletVersion": "v1.33.2",
+            "kubeProxyVersion": "", "operatingSystem": "windows", "architecture": "amd64",
+        });
     });
 }
 
@@ -394,7 +403,21 @@ impl Host for SimHost {
     async fn reboot(&self, instance: &Instance) -> Result<(), String> {
         let address = instance.address.clone();
         let node = self.nodes[&address].clone();
-        self.state.lock().unwrap().entry(address.clone()).or_default().1 = true;
+        let boot = {
+            let mut state = self.state.lock().unwrap();
+            let entry = state.entry(address.clone()).or_default();
+            entry.1 = true;
+            entry.0
+        };
+        if self.late_heartbeat {
+            // Stamped after the reboot command, from the boot that is ending.
+            let skew = jiff::SignedDuration::from_secs(2);
+            let stamp = jiff::Timestamp::now().checked_add(skew).unwrap().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+            self.api.update("v1", "Node", None, &node, |n| {
+                n["status"]["conditions"][0]["lastHeartbeatTime"] = json!(stamp);
+                n["status"]["nodeInfo"]["bootID"] = json!(format!("boot-{boot}"));
+            });
+        }
         self.kubelet_down.lock().unwrap().insert(address.clone());
         if !self.stale_ready {
             set_ready(&self.api, &node, false);
@@ -414,7 +437,8 @@ impl Host for SimHost {
             }
             tokio::time::sleep(heartbeat_after).await;
             kubelet_down.lock().unwrap().remove(&address);
-            heartbeat(&api, &node, true);
+            let boot = state.lock().unwrap().get(&address).map_or(1, |s| s.0);
+            heartbeat(&api, &node, boot);
             set_ready(&api, &node, true);
         });
         Ok(())
@@ -561,6 +585,24 @@ async fn a_ready_condition_from_before_the_reboot_does_not_count() {
     let (at, _, cordoned) = timeline.last().unwrap();
     assert!(!cordoned);
     assert!(*at >= Duration::from_secs(60), "uncordoned only after a fresh heartbeat, at {at:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_heartbeat_the_old_kubelet_posts_while_shutting_down_does_not_count() {
+    let api = ApiServer::new();
+    let (instances, mut host) = fleet(&api, 1, Duration::from_secs(20));
+    // The old kubelet heartbeats after the reboot command, the Node stays
+    // Ready, the node is back after 20 s and its new kubelet first posts
+    // 40 s after that: only the Node's bootID tells the two apart.
+    host.stale_ready = true;
+    host.late_heartbeat = true;
+    host.heartbeat_after = Duration::from_secs(40);
+    let start = tokio::time::Instant::now();
+    let reports = roll_all(&api, &host, &instances).await;
+    assert_eq!(reports[0].result, RebootResult::Rebooted { evicted: 0, resumed: false }, "{reports:?}");
+    let (at, _, cordoned) = *cordon_timeline(&api, start).last().unwrap();
+    assert!(!cordoned);
+    assert!(at >= Duration::from_secs(60), "uncordoned only once the new boot's kubelet posted, at {at:?}");
 }
 
 #[tokio::test(start_paused = true)]

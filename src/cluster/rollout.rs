@@ -303,11 +303,16 @@ async fn run_reboot<H: Host>(
 }
 
 /// Waits until the node answers with a boot id other than `before` and its
-/// Node is Ready with a heartbeat newer than `sent` (the reboot command):
-/// a Ready condition left from before the reboot, when the node comes back
-/// before the node lifecycle controller marked it NotReady, does not count.
-/// Without `sent` (a reboot an earlier round sent), the moment the new boot
-/// is first seen stands in.
+/// Node is Ready with a heartbeat newer than `sent` (the reboot command),
+/// posted by the kubelet of the new boot: a Ready condition left from
+/// before the reboot (the node came back before the node lifecycle
+/// controller marked it NotReady), or a heartbeat the old kubelet posted
+/// while the node was shutting down, does not count. The kubelet's boot is
+/// its Node's `status.nodeInfo.bootID` (the same id the observation reads:
+/// `/proc/sys/kernel/random/boot_id`, or Windows' `BootId` counter); a
+/// kubelet that reports none is judged by the heartbeat alone. Without
+/// `sent` (a reboot an earlier round sent), the moment the new boot is
+/// first seen stands in.
 async fn wait_back<H: Host>(
     nodes: &Api<Node>,
     host: &H,
@@ -324,7 +329,11 @@ async fn wait_back<H: Host>(
             Ok(now) if now != before => match nodes.get_opt(name).await {
                 Ok(Some(n)) => {
                     let since = *since.get_or_insert_with(jiff::Timestamp::now);
+                    let reported = n.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.boot_id.as_str());
                     match super::join::ready_heartbeat(&n) {
+                        _ if reported.is_some_and(|b| !b.is_empty() && b != now) => {
+                            "its kubelet has not started in the new boot yet".to_owned()
+                        }
                         Some((true, Some(beat))) if beat > since => return Ok(()),
                         Some((true, _)) => "its Node's Ready condition is from before the reboot".to_owned(),
                         _ => "it answers over SSH but its Node is not Ready".to_owned(),

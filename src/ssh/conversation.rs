@@ -30,7 +30,17 @@ pub struct Conversation {
 }
 
 impl Conversation {
-    pub(crate) async fn open(session: Arc<Session>, command: &str) -> Result<Self, SshError> {
+    /// Opens a channel and starts `command` on it, within `timeout`: a
+    /// node whose sshd stopped answering fails here, not at its keepalive.
+    pub(crate) async fn open(session: Arc<Session>, command: &str, timeout: Duration) -> Result<Self, SshError> {
+        let target = session.target().to_string();
+        match tokio::time::timeout(timeout, Self::start(session, command)).await {
+            Ok(result) => result,
+            Err(_) => Err(SshError::Timeout { target, what: "opening a shell", after: timeout }),
+        }
+    }
+
+    async fn start(session: Arc<Session>, command: &str) -> Result<Self, SshError> {
         let target = session.target().clone();
         let protocol = |source| SshError::Protocol { target: target.to_string(), source };
         let channel = session.handle().channel_open_session().await.map_err(protocol)?;
@@ -110,9 +120,13 @@ impl Conversation {
     }
 
     /// Ends the shell's input (it exits) and closes the channel, without
-    /// waiting for either.
+    /// waiting for either; a connection that stopped answering is given
+    /// one second.
     pub async fn close(self) {
-        let _ = self.channel.eof().await;
-        let _ = self.channel.close().await;
+        let close = async {
+            let _ = self.channel.eof().await;
+            let _ = self.channel.close().await;
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(1), close).await;
     }
 }

@@ -221,7 +221,7 @@ impl Pool {
     pub async fn converse(&self, target: &Target, command: &str) -> Result<Conversation, SshError> {
         let cached = self.sessions.lock().await.get(target).cloned();
         if let Some(session) = cached {
-            match Conversation::open(Arc::clone(&session), command).await {
+            match Conversation::open(Arc::clone(&session), command, self.settings.command_timeout).await {
                 Ok(conversation) => return Ok(conversation),
                 Err(e) if session.is_closed() => {
                     tracing::debug!(%target, error = %e, "cached connection is gone; reconnecting");
@@ -234,7 +234,7 @@ impl Pool {
             }
         }
         let session = self.connect(target).await?;
-        let result = Conversation::open(session, command).await;
+        let result = Conversation::open(session, command, self.settings.command_timeout).await;
         if result.is_err() {
             self.forget(target).await;
         }

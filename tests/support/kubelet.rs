@@ -212,6 +212,11 @@ fn taints(config: Option<&Path>) -> Value {
     conf.get("registerWithTaints").cloned().unwrap_or_else(|| json!([]))
 }
 
+/// The boot the kubelet runs in, as a real kubelet reports it.
+fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default().trim().to_owned()
+}
+
 fn ready_status(node_ip: &str, node: &str) -> Value {
     let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     json!({ "status": {
@@ -221,7 +226,7 @@ fn ready_status(node_ip: &str, node: &str) -> Value {
             "lastHeartbeatTime": now, "lastTransitionTime": now,
         }],
         "nodeInfo": { "kubeletVersion": "v1.33.2", "operatingSystem": "windows", "architecture": "amd64",
-            "machineID": node, "systemUUID": "", "bootID": "", "kernelVersion": "10.0.20348", "osImage": "fake",
+            "machineID": node, "systemUUID": "", "bootID": boot_id(), "kernelVersion": "10.0.20348", "osImage": "fake",
             "containerRuntimeVersion": "containerd://1.7.0", "kubeProxyVersion": "v1.33.2" },
     }})
 }

@@ -137,10 +137,13 @@ pub(crate) fn start(st: &State, spec: WatchSpec) -> Result<Body, ApiError> {
                     None => std::future::pending().await,
                 }
             };
+            // A drop comes first: events committed after it belong to
+            // the watch that reconnects.
             let received = tokio::select! {
-                r = s.rx.recv() => r,
-                () = deadline => return None,
+                biased;
                 _ = s.drops.changed() => return None,
+                () = deadline => return None,
+                r = s.rx.recv() => r,
             };
             match received {
                 Ok(ev) => {
