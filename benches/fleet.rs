@@ -11,6 +11,10 @@
 //!   check: every reconcile rewrites everything, so its figure for (c) is
 //!   that rewrite.
 //!
+//! - Ansible (when ansible-core installs; `ANSIBLE=0` skips it): the same
+//!   job as a playbook with `forks = 32`, pipelining and ControlPersist
+//!   (benches/fleet/ansible.rs).
+//!
 //! Figures: (a) initial rollout, (b) one mirror changed, (c) no-op drift
 //! check with warm connections; and the floor: one SSH handshake and one
 //! empty command round trip.
@@ -19,6 +23,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, missing_docs)]
 
+#[path = "fleet/ansible.rs"]
+mod ansible;
 #[path = "../tests/support/fleet.rs"]
 mod fleet;
 
@@ -249,9 +255,41 @@ fn ms(d: Duration) -> String {
     format!("{:.0} ms", d.as_secs_f64() * 1000.0)
 }
 
-fn row(name: &str, ours: Duration, wmco: Duration, note: &str) {
-    let ratio = wmco.as_secs_f64() / ours.as_secs_f64().max(1e-9);
-    println!("{name:<32} {:>10} {:>11} {:>8.1}x  {note}", ms(ours), ms(wmco), ratio);
+fn row(name: &str, ours: Duration, wmco: Duration, ansible: Option<Duration>, note: &str) {
+    let ratio = |theirs: Duration| format!("{:.1}x", theirs.as_secs_f64() / ours.as_secs_f64().max(1e-9));
+    let (ansible, ansible_ratio) = ansible.map_or(("-".into(), "-".into()), |t| (ms(t), ratio(t)));
+    println!(
+        "{name:<32} {:>10} {:>11} {:>9} {ansible:>11} {ansible_ratio:>9}  {note}",
+        ms(ours),
+        ms(wmco),
+        ratio(wmco)
+    );
+}
+
+fn clean(fleet: &TestFleet) {
+    for node in &fleet.nodes {
+        let _ = std::fs::remove_dir_all(node.path("certs.d"));
+        let _ = std::fs::remove_dir_all(node.path("systemd"));
+    }
+}
+
+/// Ansible's (a), (b) and (c) on a clean fleet, then winfleet's drift check
+/// on what it left: no write means both wrote the same bytes.
+async fn ansible_column(fleet: &TestFleet, base: &Desired, changed: &Desired) -> Result<Vec<ansible::Run>, String> {
+    if std::env::var("ANSIBLE").is_ok_and(|v| v == "0") {
+        return Err("ANSIBLE=0".into());
+    }
+    let ansible = ansible::Ansible::set_up(fleet)?;
+    println!("Ansible: {}", ansible.version());
+    let runs = vec![ansible.run(fleet, base)?, ansible.run(fleet, changed)?, ansible.run(fleet, changed)?];
+    let pool = pool(fleet);
+    let (_, counts, failed) = winfleet_round(&pool, changed).await;
+    pool.close().await;
+    println!(
+        "winfleet's drift check after Ansible's runs: {} writes, {failed} failed (0 = Ansible wrote the same bytes)",
+        counts.applied
+    );
+    Ok(runs)
 }
 
 fn main() {
@@ -272,10 +310,9 @@ fn main() {
         let (wmco_a, wmco_writes) = wmco_round(&base, &fleet).await;
         let (wmco_b, _) = wmco_round(&changed, &fleet).await;
         let (wmco_c, _) = wmco_round(&changed, &fleet).await;
-        for node in &fleet.nodes {
-            let _ = std::fs::remove_dir_all(node.path("certs.d"));
-            let _ = std::fs::remove_dir_all(node.path("systemd"));
-        }
+        clean(&fleet);
+        let ansible = ansible_column(&fleet, &base, &changed).await;
+        clean(&fleet);
 
         let pool = pool(&fleet);
         let (a, a_counts, a_failed) = winfleet_round(&pool, &base).await;
@@ -289,10 +326,21 @@ fn main() {
         assert_eq!(a_failed + b_failed + c_failed, 0, "a node failed");
         assert_eq!(c_counts.applied, 0, "the drift check wrote");
         println!();
-        println!("{:<32} {:>10} {:>11} {:>9}", "figure (NODES nodes)".replace("NODES", &nodes.to_string()), "winfleet", "WMCO-like", "ratio");
-        row("(a) initial rollout", a, wmco_a, &format!("winfleet {} ops applied (cold connections); WMCO {wmco_writes} files", a_counts.applied));
-        row("(b) one mirror changed", b, wmco_b, &format!("winfleet {} writes (warm connections)", b_counts.applied));
-        row("(c) no-op drift check", c, wmco_c, &format!("winfleet {} writes, warm connections; WMCO rewrites all", c_counts.applied));
+        println!(
+            "{:<32} {:>10} {:>11} {:>9} {:>11} {:>9}",
+            format!("figure ({nodes} nodes)"), "winfleet", "WMCO-like", "ratio", "Ansible", "ratio"
+        );
+        let column = |i: usize| ansible.as_ref().ok().map(|runs| runs[i].time);
+        row("(a) initial rollout", a, wmco_a, column(0), &format!("winfleet {} ops applied (cold connections); WMCO {wmco_writes} files", a_counts.applied));
+        row("(b) one mirror changed", b, wmco_b, column(1), &format!("winfleet {} writes (warm connections)", b_counts.applied));
+        row("(c) no-op drift check", c, wmco_c, column(2), &format!("winfleet {} writes, warm connections; WMCO rewrites all", c_counts.applied));
+        match &ansible {
+            Ok(runs) => println!(
+                "Ansible: tasks changed per run {}, {}, {}",
+                runs[0].changed, runs[1].changed, runs[2].changed
+            ),
+            Err(why) => println!("Ansible: skipped ({why})"),
+        }
         let parallelism = changed.fleet.max_parallel;
         println!(
             "floor: one empty command on each of the {nodes} nodes, warm, {parallelism} at once: {}; \
