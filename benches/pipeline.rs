@@ -51,6 +51,46 @@ fn main() {
     println!("    of which read both revisions from Git: median {:6.1} ms", median.1);
     println!("    of which validate+render both revisions: median {:6.1} ms", median.2);
     println!("  peak RSS        {:7.1} MiB (goal <= 64 MiB)", peak as f64 / 1024.0);
+    readers(dir.path());
+}
+
+/// The YAML readers side by side on the head revision's files: the fast
+/// reader over the event stream against serde-saphyr building the same
+/// values, and the parser's event stream alone. Medians of RUNS.
+fn readers(dir: &Path) {
+    use winfleet::desired::yaml::{parse_documents_fast, parse_documents_upstream};
+    let mut files = Vec::new();
+    for sub in ["instances", "mirrors"] {
+        for entry in std::fs::read_dir(dir.join(sub)).unwrap() {
+            files.push(std::fs::read_to_string(entry.unwrap().path()).unwrap());
+        }
+    }
+    let time = |f: &dyn Fn(&str) -> usize| {
+        let mut samples: Vec<f64> = (0..RUNS)
+            .map(|_| {
+                let start = Instant::now();
+                let documents: usize = files.iter().map(|t| f(t)).sum();
+                assert_eq!(documents, files.len());
+                start.elapsed().as_secs_f64() * 1e3
+            })
+            .collect();
+        samples.sort_by(f64::total_cmp);
+        samples[RUNS / 2]
+    };
+    let upstream = time(&|t| parse_documents_upstream("f.yaml", t).unwrap().len());
+    let fast = time(&|t| parse_documents_fast(t).unwrap().len());
+    let events = time(&|t| {
+        use serde_saphyr::granit_parser::{Event, Parser};
+        Parser::new_from_str(t).filter(|e| matches!(e, Ok((Event::DocumentEnd, _)))).count()
+    });
+    let bytes: usize = files.iter().map(String::len).sum();
+    println!(
+        "YAML reading, one revision ({} files, {:.1} MB): serde-saphyr {upstream:.1} ms, winfleet's reader {fast:.1} ms ({:.1}x); \
+         the parser's events alone (the floor of any reader on it) {events:.1} ms",
+        files.len(),
+        bytes as f64 / 1e6,
+        upstream / fast
+    );
 }
 
 /// One measured run: prints total_ms read_ms load_ms vmhwm_kib.

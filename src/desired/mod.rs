@@ -15,6 +15,8 @@ pub mod rules;
 pub mod schema;
 pub mod services;
 pub mod yaml;
+mod yaml_scalar;
+mod yaml_value;
 
 use std::collections::BTreeMap;
 

@@ -1,8 +1,10 @@
 //! YAML reading: multi-document files into JSON values, and JSON pointers
 //! back to line and column.
 //!
-//! Parsing uses serde-saphyr configured like kubectl (YAML 1.1 octal and
-//! booleans, duplicate keys rejected, STACK.md 3.1). Positions are only needed
+//! Parsing reads like serde-saphyr configured like kubectl (YAML 1.1 octal
+//! and booleans, duplicate keys rejected, STACK.md 3.1): a fast reader over
+//! its event stream (`yaml_value`) builds the values, and serde-saphyr itself
+//! reads whatever that reader leaves to it, errors included. Positions are only needed
 //! when there is something to report, so [`locate`] re-reads the file's event
 //! stream on demand instead of carrying spans through every value: a valid
 //! repository pays nothing for them.
@@ -12,6 +14,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 use serde_saphyr::granit_parser::{Event, Parser};
 
+use super::yaml_value;
 use crate::diagnostic::{Diagnostic, child};
 
 /// Parses every non-empty document of one file.
@@ -19,6 +22,24 @@ use crate::diagnostic::{Diagnostic, child};
 /// On a syntax error returns the diagnostic for it (with position); the file
 /// then contributes no documents.
 pub fn parse_documents(path: &str, text: &str) -> Result<Vec<Value>, Diagnostic> {
+    match yaml_value::read(text) {
+        Some(documents) => Ok(documents),
+        None => parse_documents_upstream(path, text),
+    }
+}
+
+/// The fast reader alone: every non-null document, or `None` when it leaves
+/// the file to serde-saphyr. Public so that tests and benches can compare
+/// it with [`parse_documents_upstream`].
+#[doc(hidden)]
+pub fn parse_documents_fast(text: &str) -> Option<Vec<Value>> {
+    yaml_value::read(text)
+}
+
+/// [`parse_documents`] by serde-saphyr alone: what the fast reader
+/// (`yaml_value`) leaves to it (errors, tags, merge keys, limits), and the
+/// reference the tests compare that reader with.
+pub fn parse_documents_upstream(path: &str, text: &str) -> Result<Vec<Value>, Diagnostic> {
     let options = serde_saphyr::options! { legacy_octal_numbers: true };
     serde_saphyr::from_multiple_with_options::<Value>(text, options)
         .map(|docs| docs.into_iter().filter(|d| !d.is_null()).collect())
@@ -48,10 +69,9 @@ fn limit(error: &serde_saphyr::Error) -> Option<String> {
         ),
         B::Events { .. } => format!("YAML limit: more than 1000000 YAML events in one file; {split}"),
         B::Aliases { .. } => format!("YAML limit: more than 50000 aliases (*name) in one file; {aliases}"),
-        B::AliasAnchorRatio { aliases, anchors } => format!(
-            "YAML limit: {aliases} aliases for {anchors} anchor(s), more than 10 uses per anchor (an alias bomb); \
-             {aliases}",
-            aliases = aliases
+        B::AliasAnchorRatio { aliases: uses, anchors } => format!(
+            "YAML limit: {uses} aliases for {anchors} anchor(s), more than 10 uses per anchor (an alias bomb); \
+             {aliases}"
         ),
         B::Anchors { .. } => format!("YAML limit: more than 50000 anchors (&name) in one file; {split}"),
         B::Depth { .. } => "YAML limit: nested more than 64 levels deep; flatten the document".to_owned(),
