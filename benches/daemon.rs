@@ -6,12 +6,18 @@
 //!    flipped atomically onto a new worktree). Latency = from the moment
 //!    the new revision is in place (push done / link flipped) to the moment
 //!    the last node's apply script returned. p50 and p95.
-//! 2. Idle cost with 200 nodes tracked and nothing changing: CPU share of
-//!    the daemon process and its RSS, pure idle (default timers, nothing
-//!    due) and the cost of one drift round (every node re-observed),
-//!    amortized over the default 10-minute drift interval.
+//! 2. Idle cost with 200 and with 1,000 nodes tracked and nothing changing:
+//!    CPU share of the daemon process and its RSS, pure idle (default
+//!    timers, nothing due) and the cost of one drift round (every node
+//!    re-observed), amortized over the default 10-minute drift interval.
+//!    Each size runs in a fresh process (this binary with `--idle N`), so
+//!    the RSS is the daemon's and not what the latency part left behind;
+//!    the harness's own memory (the sshd processes standing in for the
+//!    nodes) is reported apart, and the memory one tracked node costs is
+//!    the difference between the sizes.
 //!
-//! `cargo bench --bench daemon` (LATENCY_NODES=50, IDLE_NODES=200, PUSHES=25).
+//! `cargo bench --bench daemon` (LATENCY_NODES=50, IDLE_NODES=200,1000,
+//! PUSHES=25; LATENCY_NODES=0 skips the latency part).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, missing_docs)]
 
@@ -203,15 +209,52 @@ fn rss_mib() -> f64 {
     line.split_whitespace().nth(1).unwrap().parse::<f64>().unwrap() / 1024.0
 }
 
+/// The harness's memory: every sshd process on the machine (the nodes'
+/// listeners and their per-connection processes), as (count, PSS MiB).
+fn sshd_memory() -> (usize, f64) {
+    let mut count = 0;
+    let mut kib = 0.0;
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let dir = entry.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if !comm.starts_with("sshd") {
+            continue;
+        }
+        let rollup = std::fs::read_to_string(dir.join("smaps_rollup")).unwrap_or_default();
+        if let Some(pss) = rollup.lines().find_map(|l| l.strip_prefix("Pss:")) {
+            count += 1;
+            kib += pss.trim().trim_end_matches("kB").trim().parse::<f64>().unwrap_or(0.0);
+        }
+    }
+    (count, kib / 1024.0)
+}
+
 /// Idle cost: default timers (nothing due) for `window`, then drift rounds.
 async fn idle(fleet: &TestFleet, window: Duration) {
     let initial = files(fleet, "m0.corp.example/quay", "10m");
     let refs: Vec<(&str, &str)> = initial.iter().map(|(p, c)| (*p, c.as_str())).collect();
     let remote = Remote::new(&refs);
     let source = SourceConfig::Remote { url: remote.url(), branch: "main".into() };
-    let mut handle = daemon::start(config(source, &remote.scratch("cache"), false), None, pool(fleet)).await.unwrap();
+    let idle_close = Duration::from_secs(20);
+    let settings = Settings { idle_timeout: Some(idle_close), ..Settings::default() };
+    let pool = Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), settings);
+    let mut handle = daemon::start(config(source, &remote.scratch("cache"), false), None, pool).await.unwrap();
     next(&mut handle.records, &remote.tip("main").unwrap()).await;
-    // Idle: 200 nodes tracked, connections pooled, default poll (1m) and drift (10m).
+    // Right after a round: every connection pooled (keepalives running).
+    let (cpu, wall) = (cpu_seconds(), Instant::now());
+    tokio::time::sleep(idle_close - Duration::from_secs(5)).await;
+    let warm_share = (cpu_seconds() - cpu) / wall.elapsed().as_secs_f64();
+    let warm_rss = rss_mib();
+    let (sshd, sshd_mib) = sshd_memory();
+    println!(
+        "warm       {} nodes, connections kept after a round: CPU share {:.3}% over {}s, RSS {warm_rss:.1} MiB",
+        fleet.nodes.len(),
+        warm_share * 100.0,
+        wall.elapsed().as_secs()
+    );
+    // Idle: the connections closed after the idle timeout (the default is
+    // 2m; 20s here), default poll (1m) and drift (10m).
+    tokio::time::sleep(Duration::from_secs(10)).await;
     let (cpu, wall) = (cpu_seconds(), Instant::now());
     tokio::time::sleep(window).await;
     let idle_share = (cpu_seconds() - cpu) / wall.elapsed().as_secs_f64();
@@ -224,7 +267,11 @@ async fn idle(fleet: &TestFleet, window: Duration) {
     let refs: Vec<(&str, &str)> = drift.iter().map(|(p, c)| (*p, c.as_str())).collect();
     let head = remote.push(&refs, &[], "drift every 2s");
     let source = SourceConfig::Remote { url: remote.url(), branch: "main".into() };
-    let mut handle = daemon::start(config(source, &remote.scratch("cache2"), false), None, pool(fleet)).await.unwrap();
+    // At the default timers a drift round (every 10m) finds the
+    // connections closed (after 2m): each round here connects anew too.
+    let settings = Settings { idle_timeout: Some(Duration::from_millis(500)), ..Settings::default() };
+    let pool = Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), settings);
+    let mut handle = daemon::start(config(source, &remote.scratch("cache2"), false), None, pool).await.unwrap();
     next(&mut handle.records, &head).await;
     let mut per_round = Vec::new();
     let mut durations = Vec::new();
@@ -247,14 +294,17 @@ async fn idle(fleet: &TestFleet, window: Duration) {
     per_round.sort_by(f64::total_cmp);
     let drift_cpu = per_round[per_round.len() / 2];
     println!(
-        "idle       {} nodes: CPU share {:.3}% over {}s (nothing due), RSS {:.1} MiB",
+        "idle       {} nodes, connections closed after the idle timeout: CPU share {:.3}% over {}s (nothing due), RSS {:.1} MiB",
         fleet.nodes.len(),
         idle_share * 100.0,
         window.as_secs(),
         rss
     );
     println!(
-        "drift      one no-op drift round of {} nodes: {:.0} ms CPU (median of 5, incl. ~2 s of idle each), RSS {:.1} MiB",
+        "harness    {sshd} sshd processes while connected (the nodes and winfleet's connections): {sshd_mib:.0} MiB PSS"
+    );
+    println!(
+        "drift      one no-op drift round of {} nodes, connecting to each: {:.0} ms CPU (median of 5, incl. ~2 s of idle each), RSS after them {:.1} MiB",
         fleet.nodes.len(),
         drift_cpu * 1e3,
         rss_drift
@@ -263,16 +313,58 @@ async fn idle(fleet: &TestFleet, window: Duration) {
         "amortized  default timers (drift every 10m): CPU share {:.3}% of one core",
         (idle_share + drift_cpu / 600.0) * 100.0
     );
+    println!("rss-mib {rss}");
+}
+
+/// The idle part in a fresh process per size; returns each size's RSS.
+fn idle_children(sizes: &[usize]) -> Vec<(usize, f64)> {
+    let exe = std::env::current_exe().unwrap();
+    let mut rss = Vec::new();
+    for &n in sizes {
+        let out = std::process::Command::new(&exe).arg("--idle").arg(n.to_string()).output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+        for line in text.lines() {
+            match line.strip_prefix("rss-mib ") {
+                Some(v) => rss.push((n, v.parse().unwrap())),
+                None => println!("{line}"),
+            }
+        }
+    }
+    rss
 }
 
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    let args: Vec<String> = std::env::args().collect();
+    if let Some(i) = args.iter().position(|a| a == "--idle") {
+        let fleet = TestFleet::start(args[i + 1].parse().unwrap());
+        runtime.block_on(idle(&fleet, Duration::from_secs(60)));
+        return;
+    }
     let latency_nodes = env("LATENCY_NODES", 50);
-    let idle_nodes = env("IDLE_NODES", 200);
+    let sizes: Vec<usize> = std::env::var("IDLE_NODES")
+        .unwrap_or_else(|_| "200,1000".into())
+        .split(',')
+        .filter_map(|n| n.trim().parse().ok())
+        .collect();
     let pushes = env("PUSHES", 25);
     println!(
-        "winfleet daemon bench: {latency_nodes} nodes for latency ({pushes} pushes per trigger), {idle_nodes} for idle"
+        "winfleet daemon bench: {latency_nodes} nodes for latency ({pushes} pushes per trigger), {sizes:?} for idle"
     );
+    if latency_nodes > 0 {
+        latency(&runtime, latency_nodes, pushes);
+    }
+    let rss = idle_children(&sizes);
+    if let [(small, a), .., (large, b)] = rss[..] {
+        println!(
+            "per node   {:.1} KiB of daemon RSS per tracked node ({small} -> {large} nodes)",
+            (b - a) * 1024.0 / (large - small) as f64
+        );
+    }
+}
+
+fn latency(runtime: &tokio::runtime::Runtime, latency_nodes: usize, pushes: usize) {
     let fleet = TestFleet::start(latency_nodes);
     runtime.block_on(async {
         // Alternate the modes in chunks, so noise hits both alike.
@@ -287,7 +379,4 @@ fn main() {
         let (f50, _) = summary("fs-watch", fs);
         println!("ratio      fs-watch/webhook p50 {:.2}", f50.as_secs_f64() / w50.as_secs_f64());
     });
-    drop(fleet);
-    let fleet = TestFleet::start(idle_nodes);
-    runtime.block_on(idle(&fleet, Duration::from_secs(60)));
 }

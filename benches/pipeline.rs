@@ -30,13 +30,14 @@ fn main() {
     let dir = tempfile::tempdir().expect("temp dir");
     generate(dir.path());
     let exe = std::env::current_exe().expect("own path");
-    let mut samples: Vec<(f64, f64, f64, u64)> = (0..RUNS)
+    let mut samples: Vec<(f64, f64, f64, u64, [u64; 3])> = (0..RUNS)
         .map(|_| {
             let out = Command::new(&exe).arg("--child").arg(dir.path()).output().expect("child runs");
             assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
             let text = String::from_utf8_lossy(&out.stdout);
             let f: Vec<&str> = text.split_whitespace().collect();
-            (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap())
+            let stages = [f[4].parse().unwrap(), f[5].parse().unwrap(), f[6].parse().unwrap()];
+            (f[0].parse().unwrap(), f[1].parse().unwrap(), f[2].parse().unwrap(), f[3].parse().unwrap(), stages)
         })
         .collect();
     samples.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -51,6 +52,15 @@ fn main() {
     println!("    of which read both revisions from Git: median {:6.1} ms", median.1);
     println!("    of which validate+render both revisions: median {:6.1} ms", median.2);
     println!("  peak RSS        {:7.1} MiB (goal <= 64 MiB)", peak as f64 / 1024.0);
+    let [start, read, load] = median.4;
+    let mib = |kib: u64| kib as f64 / 1024.0;
+    println!(
+        "    peak after each stage (median run): start {:.1}, read {:.1}, validate+render {:.1}, plan {:.1} MiB",
+        mib(start),
+        mib(read),
+        mib(load),
+        mib(median.3)
+    );
     readers(dir.path());
 }
 
@@ -96,30 +106,38 @@ fn readers(dir: &Path) {
 /// One measured run: prints total_ms read_ms load_ms vmhwm_kib.
 fn child(repo: &Path) {
     let start = Instant::now();
+    let hwm_read_start = hwm_kib();
     let (base, head) = std::thread::scope(|s| {
         let base = s.spawn(|| read_revision(repo, "HEAD~1").expect("base"));
         (base.join().expect("base thread"), read_revision(repo, "HEAD").expect("head"))
     });
     let read = start.elapsed();
+    let hwm_read = hwm_kib();
     let mut both = load_many(&[&base, &head], LoadOptions::default());
     let (head, base) = (both.pop().expect("head"), both.pop().expect("base"));
     let loaded = start.elapsed();
+    let hwm_load = hwm_kib();
     let (base, head) = (base.desired.expect("base valid"), head.desired.expect("head valid"));
     let plan = offline::plan(Some(&base), &head);
     let total = start.elapsed();
     assert_eq!(plan.changed_nodes(), INSTANCES, "one mirror changed on every node");
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    let hwm: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0);
+    let hwm = hwm_kib();
     println!(
-        "{} {} {} {hwm}",
+        "{} {} {} {hwm} {hwm_read_start} {hwm_read} {hwm_load}",
         total.as_secs_f64() * 1e3,
         read.as_secs_f64() * 1e3,
         (loaded - read).as_secs_f64() * 1e3
     );
+}
+
+/// The peak RSS so far (VmHWM), KiB.
+fn hwm_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
 }
 
 fn generate(dir: &Path) {

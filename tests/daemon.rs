@@ -158,6 +158,30 @@ async fn a_webhook_with_a_bad_signature_is_refused_and_starts_no_round() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_no_round_used_for_the_idle_timeout_are_closed_and_the_next_round_connects_again() {
+    use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
+    let fleet = TestFleet::start(2);
+    let remote = remote(&fleet, "");
+    let settings = Settings { idle_timeout: Some(Duration::from_secs(2)), ..Settings::default() };
+    let pool = Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), settings);
+    let mut handle = daemon::start(config(&remote), None, pool).await.unwrap();
+    assert_eq!(next(&mut handle.records).await.kind, RoundKind::Commit);
+    assert!(fleet.nodes.iter().all(|n| n.connections() == 1), "kept after the round");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while fleet.nodes.iter().any(|n| n.connections() > 0) {
+        assert!(std::time::Instant::now() < deadline, "the idle connections were never closed");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let change = remote.push(&[("mirrors.yaml", &mirrors("mirror2.corp.example/quay"))], &[], "new mirror");
+    assert_eq!(push_hook(&handle).await, 202);
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.revision.as_str(), record.failed, record.changed), (change.as_str(), 0, 2), "{record:?}");
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"));
+    stop(handle).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_burst_of_pushes_during_a_round_makes_exactly_one_follow_up_round() {
     let fleet = TestFleet::start(2);
     for node in &fleet.nodes {

@@ -86,6 +86,13 @@ impl Ansible {
         Ok(Self { playbook, dir, version })
     }
 
+    /// Ends the ControlPersist connections (their masters would outlive the
+    /// bench's measurements otherwise).
+    pub fn close(&self) {
+        let pattern = format!("ssh: {}/cp-", self.dir.path().display());
+        let _ = Command::new("pkill").arg("-f").arg(pattern).status();
+    }
+
     /// The `ansible --version` line.
     pub fn version(&self) -> &str {
         &self.version

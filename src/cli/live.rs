@@ -80,6 +80,7 @@ pub fn pool(args: &RoundArgs) -> anyhow::Result<Pool> {
     let settings = Settings {
         connect_timeout: args.connect_timeout,
         command_timeout: args.command_timeout,
+        idle_timeout: Some(args.ssh_idle_timeout).filter(|t| !t.is_zero()),
         ..Settings::default()
     };
     Ok(Pool::new(key, known_hosts, settings))

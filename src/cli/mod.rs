@@ -227,6 +227,10 @@ struct RoundArgs {
     /// Time allowed for one script on a node.
     #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = duration)]
     command_timeout: Duration,
+    /// `run`: close the SSH connections once no round has used them for this long (0: keep them
+    /// open between rounds, at the cost of memory and keepalives on both ends).
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = duration)]
+    ssh_idle_timeout: Duration,
     /// kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the pod's service account;
     /// with none of them winfleet runs SSH-only).
     #[arg(long, value_name = "FILE", env = "WINFLEET_KUBECONFIG")]

@@ -283,6 +283,9 @@ async fn run_loop(
     shutdown: CancellationToken,
 ) -> Result<(), DaemonError> {
     let mut receiver = triggers.receiver;
+    // When the pooled connections are closed, if no round uses them first.
+    let mut close_at: Option<Instant> = None;
+    let idle_timeout = daemon.pool().settings().idle_timeout;
     loop {
         while let Ok(trigger) = receiver.try_recv() {
             schedule.trigger(trigger);
@@ -350,6 +353,7 @@ async fn run_loop(
             for task in [lost, suspended].into_iter().flatten() {
                 task.abort();
             }
+            close_at = idle_timeout.map(|idle| Instant::now() + idle);
             if shutdown.is_cancelled() {
                 break;
             }
@@ -362,6 +366,11 @@ async fn run_loop(
                 None => break,
             },
             () = tokio::time::sleep_until(schedule.next_wake(now)) => {}
+            () = async { tokio::time::sleep_until(close_at.unwrap_or(now)).await }, if close_at.is_some() => {
+                close_at = None;
+                tracing::debug!("no round for a while: closing the SSH connections");
+                daemon.pool().close().await;
+            }
         }
     }
     tracing::info!("stopped");

@@ -60,6 +60,11 @@ pub struct Settings {
     /// Delay before the first retry; doubled for each further one, plus a
     /// random jitter of up to as much again.
     pub backoff: Duration,
+    /// The daemon closes its connections once no round has used them for
+    /// this long (`None`: kept open between rounds). Closing frees the
+    /// memory and keepalives they cost on both ends; the next round
+    /// connects again.
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for Settings {
@@ -70,6 +75,7 @@ impl Default for Settings {
             keepalive: Duration::from_secs(15),
             retries: 2,
             backoff: Duration::from_millis(500),
+            idle_timeout: Some(Duration::from_secs(120)),
         }
     }
 }
@@ -320,6 +326,11 @@ impl Pool {
 
     async fn forget(&self, target: &Target) {
         self.sessions.lock().await.remove(target);
+    }
+
+    /// The transport settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
     }
 
     /// Closes every connection.

@@ -422,6 +422,13 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).expect("chmod");
     }
 
+    /// How many SSH connections the node's sshd serves now (its children).
+    pub fn connections(&self) -> usize {
+        let Some(child) = &self.child else { return 0 };
+        let pid = child.id();
+        fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap_or_default().split_whitespace().count()
+    }
+
     /// Stops (SIGSTOP) the sshd process serving the node's current
     /// connection: it stays open and answers nothing until thawed.
     pub fn freeze_session(&self) -> Frozen {

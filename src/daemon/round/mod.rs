@@ -102,6 +102,11 @@ impl Daemon {
         &self.metrics
     }
 
+    /// The SSH connections the rounds share.
+    pub(crate) fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
     /// A daemon that has not run a round yet.
     pub fn new(
         config: Config,
