@@ -199,37 +199,41 @@ impl Pool {
     /// transient failure is retried on a fresh connection; an apply is never
     /// re-sent within a round (the next round re-observes instead).
     pub async fn run(&self, target: &Target, script: &Script, idempotent: bool) -> Result<Output, SshError> {
-        let cached = self.sessions.lock().await.get(target).cloned();
-        if let Some(session) = cached {
-            match session.run(script, self.settings.command_timeout).await {
-                Ok(output) => return Ok(output),
-                Err(e) if session.is_closed() && idempotent => {
-                    tracing::debug!(%target, error = %e, "cached connection is gone; reconnecting");
-                    self.forget(target).await;
-                }
-                Err(e) => {
-                    self.forget(target).await;
-                    return Err(e);
-                }
-            }
-        }
-        let session = self.connect(target).await?;
-        let result = session.run(script, self.settings.command_timeout).await;
-        if result.is_err() {
-            self.forget(target).await;
-        }
-        result
+        let timeout = self.settings.command_timeout;
+        self.on_session(
+            target,
+            idempotent,
+            move |session: Arc<Session>| async move { session.run(script, timeout).await },
+        )
+        .await
     }
 
     /// Starts `command` (a shell reading scripts on standard input) on
     /// `target` for a [`Conversation`]. Opening is idempotent: a cached
     /// connection that is gone is replaced once, as for an observation.
     pub async fn converse(&self, target: &Target, command: &str) -> Result<Conversation, SshError> {
+        let timeout = self.settings.command_timeout;
+        self.on_session(target, true, |session| Conversation::open(session, command, timeout)).await
+    }
+
+    /// Does `work` on the node's cached connection, or on a new one. When
+    /// the cached connection turns out to be gone and `reconnect` allows,
+    /// `work` is done once more on a new connection; a connection that
+    /// failed is dropped from the pool.
+    async fn on_session<T, Fut>(
+        &self,
+        target: &Target,
+        reconnect: bool,
+        work: impl Fn(Arc<Session>) -> Fut,
+    ) -> Result<T, SshError>
+    where
+        Fut: Future<Output = Result<T, SshError>>,
+    {
         let cached = self.sessions.lock().await.get(target).cloned();
         if let Some(session) = cached {
-            match Conversation::open(Arc::clone(&session), command, self.settings.command_timeout).await {
-                Ok(conversation) => return Ok(conversation),
-                Err(e) if session.is_closed() => {
+            match work(Arc::clone(&session)).await {
+                Ok(done) => return Ok(done),
+                Err(e) if session.is_closed() && reconnect => {
                     tracing::debug!(%target, error = %e, "cached connection is gone; reconnecting");
                     self.forget(target).await;
                 }
@@ -240,7 +244,7 @@ impl Pool {
             }
         }
         let session = self.connect(target).await?;
-        let result = Conversation::open(session, command, self.settings.command_timeout).await;
+        let result = work(session).await;
         if result.is_err() {
             self.forget(target).await;
         }
