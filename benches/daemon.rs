@@ -100,9 +100,8 @@ fn config(source: SourceConfig, cache: &Path, webhook: bool) -> Config {
     }
 }
 
-fn pool(fleet: &TestFleet) -> Pool {
-    let key = load_key(&fleet.key).unwrap();
-    Pool::new(key, KnownHosts::load(&fleet.known_hosts, false).unwrap(), Settings::default())
+fn pool(fleet: &TestFleet, settings: Settings) -> Pool {
+    Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), settings)
 }
 
 async fn next(records: &mut broadcast::Receiver<RoundRecord>, revision: &str) -> RoundRecord {
@@ -157,7 +156,10 @@ async fn webhook_latency(fleet: &TestFleet, pushes: usize) -> Vec<Duration> {
     let refs: Vec<(&str, &str)> = initial.iter().map(|(p, c)| (*p, c.as_str())).collect();
     let remote = Remote::new(&refs);
     let source = SourceConfig::Remote { url: remote.url(), branch: "main".into() };
-    let mut handle = daemon::start(config(source, &remote.scratch("cache"), true), None, pool(fleet)).await.unwrap();
+    let mut handle =
+        daemon::start(config(source, &remote.scratch("cache"), true), None, pool(fleet, Settings::default()))
+            .await
+            .unwrap();
     next(&mut handle.records, &remote.tip("main").unwrap()).await;
     let mut samples = Vec::new();
     for i in 1..=pushes {
@@ -179,7 +181,8 @@ async fn fs_watch_latency(fleet: &TestFleet, pushes: usize) -> Vec<Duration> {
     let sync = GitSync::new(dir.path(), &files(fleet, "m0.corp.example/quay", "1h"));
     let source = SourceConfig::Checkout { path: sync.link() };
     let cache = dir.path().join("cache");
-    let mut handle = daemon::start(config(source, &cache, false), None, pool(fleet)).await.unwrap();
+    let mut handle =
+        daemon::start(config(source, &cache, false), None, pool(fleet, Settings::default())).await.unwrap();
     let head = git(&sync.link(), &["rev-parse", "HEAD"]);
     next(&mut handle.records, &head).await;
     let mut samples = Vec::new();
@@ -236,9 +239,8 @@ async fn idle(fleet: &TestFleet, window: Duration) {
     let remote = Remote::new(&refs);
     let source = SourceConfig::Remote { url: remote.url(), branch: "main".into() };
     let idle_close = Duration::from_secs(20);
-    let settings = Settings { idle_timeout: Some(idle_close), ..Settings::default() };
-    let pool = Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), settings);
-    let mut handle = daemon::start(config(source, &remote.scratch("cache"), false), None, pool).await.unwrap();
+    let warm = pool(fleet, Settings { idle_timeout: Some(idle_close), ..Settings::default() });
+    let mut handle = daemon::start(config(source, &remote.scratch("cache"), false), None, warm).await.unwrap();
     next(&mut handle.records, &remote.tip("main").unwrap()).await;
     // Right after a round: every connection pooled (keepalives running).
     let (cpu, wall) = (cpu_seconds(), Instant::now());
@@ -269,9 +271,8 @@ async fn idle(fleet: &TestFleet, window: Duration) {
     let source = SourceConfig::Remote { url: remote.url(), branch: "main".into() };
     // At the default timers a drift round (every 10m) finds the
     // connections closed (after 2m): each round here connects anew too.
-    let settings = Settings { idle_timeout: Some(Duration::from_millis(500)), ..Settings::default() };
-    let pool = Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), settings);
-    let mut handle = daemon::start(config(source, &remote.scratch("cache2"), false), None, pool).await.unwrap();
+    let cold = pool(fleet, Settings { idle_timeout: Some(Duration::from_millis(500)), ..Settings::default() });
+    let mut handle = daemon::start(config(source, &remote.scratch("cache2"), false), None, cold).await.unwrap();
     next(&mut handle.records, &head).await;
     let mut per_round = Vec::new();
     let mut durations = Vec::new();

@@ -360,7 +360,7 @@ impl SimHost {
                 for (address, node) in &kubelet.nodes {
                     let (boot, down) = kubelet.state.lock().unwrap().get(address).copied().unwrap_or((0, false));
                     if !down && !kubelet.kubelet_down.lock().unwrap().contains(address) {
-                        heartbeat(&kubelet.api, node, boot);
+                        heartbeat(&kubelet.api, node, boot, boot > 0);
                     }
                 }
                 tokio::time::sleep(Duration::from_secs(10)).await;
@@ -376,10 +376,11 @@ fn set_ready(api: &ApiServer, node: &str, ready: bool) {
     });
 }
 
-/// The heartbeat of the kubelet running in `boot` (see [`SimHost`] for
-/// the stamp), which reports that boot as its Node's bootID.
-fn heartbeat(api: &ApiServer, node: &str, boot: u32) {
-    let skew = jiff::SignedDuration::from_secs(if boot > 0 { 2 } else { -2 });
+/// The heartbeat of the kubelet running in `boot`, which reports that boot
+/// as its Node's bootID; stamped as [`SimHost`] says, by whether it comes
+/// `after_a_reboot` command.
+fn heartbeat(api: &ApiServer, node: &str, boot: u32, after_a_reboot: bool) {
+    let skew = jiff::SignedDuration::from_secs(if after_a_reboot { 2 } else { -2 });
     let stamp = jiff::Timestamp::now().checked_add(skew).unwrap().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
     api.update("v1", "Node", None, node, |n| {
         n["status"]["conditions"][0]["lastHeartbeatTime"] = json!(stamp);
@@ -410,13 +411,8 @@ impl Host for SimHost {
             entry.0
         };
         if self.late_heartbeat {
-            // Stamped after the reboot command, from the boot that is ending.
-            let skew = jiff::SignedDuration::from_secs(2);
-            let stamp = jiff::Timestamp::now().checked_add(skew).unwrap().strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
-            self.api.update("v1", "Node", None, &node, |n| {
-                n["status"]["conditions"][0]["lastHeartbeatTime"] = json!(stamp);
-                n["status"]["nodeInfo"]["bootID"] = json!(format!("boot-{boot}"));
-            });
+            // After the reboot command, from the boot that is ending.
+            heartbeat(&self.api, &node, boot, true);
         }
         self.kubelet_down.lock().unwrap().insert(address.clone());
         if !self.stale_ready {
@@ -438,7 +434,7 @@ impl Host for SimHost {
             tokio::time::sleep(heartbeat_after).await;
             kubelet_down.lock().unwrap().remove(&address);
             let boot = state.lock().unwrap().get(&address).map_or(1, |s| s.0);
-            heartbeat(&api, &node, boot);
+            heartbeat(&api, &node, boot, true);
             set_ready(&api, &node, true);
         });
         Ok(())

@@ -159,11 +159,10 @@ async fn a_webhook_with_a_bad_signature_is_refused_and_starts_no_round() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_no_round_used_for_the_idle_timeout_are_closed_and_the_next_round_connects_again() {
-    use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
     let fleet = TestFleet::start(2);
     let remote = remote(&fleet, "");
-    let settings = Settings { idle_timeout: Some(Duration::from_secs(2)), ..Settings::default() };
-    let pool = Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), settings);
+    let settings = winfleet::ssh::Settings { idle_timeout: Some(Duration::from_secs(2)), ..Default::default() };
+    let pool = pool_with(&fleet, settings);
     let mut handle = daemon::start(config(&remote), None, pool).await.unwrap();
     assert_eq!(next(&mut handle.records).await.kind, RoundKind::Commit);
     assert!(fleet.nodes.iter().all(|n| n.connections() == 1), "kept after the round");

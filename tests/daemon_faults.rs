@@ -16,7 +16,7 @@ use support::fleet::TestFleet;
 use support::remote::{Remote, git};
 use winfleet::daemon::round::{RoundKind, RoundRecord};
 use winfleet::daemon::{self, Config, Handle};
-use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
+use winfleet::ssh::Settings;
 
 /// The next round that is not a no-op.
 async fn next_change(handle: &mut Handle) -> RoundRecord {
@@ -175,7 +175,7 @@ async fn an_sshd_that_stops_answering_times_out_without_holding_up_the_others() 
     let fleet = TestFleet::start(2);
     let remote = remote(&fleet, "");
     let settings = Settings { command_timeout: Duration::from_secs(3), ..Settings::default() };
-    let pool = Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), settings);
+    let pool = pool_with(&fleet, settings);
     let mut handle = daemon::start(config(&remote), None, pool).await.unwrap();
     assert_eq!(next(&mut handle.records).await.kind, RoundKind::Commit);
 

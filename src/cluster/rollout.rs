@@ -327,18 +327,10 @@ async fn wait_back<H: Host>(
     loop {
         let last = match host.boot_id(instance).await {
             Ok(now) if now != before => match nodes.get_opt(name).await {
-                Ok(Some(n)) => {
-                    let since = *since.get_or_insert_with(jiff::Timestamp::now);
-                    let reported = n.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.boot_id.as_str());
-                    match super::join::ready_heartbeat(&n) {
-                        _ if reported.is_some_and(|b| !b.is_empty() && b != now) => {
-                            "its kubelet has not started in the new boot yet".to_owned()
-                        }
-                        Some((true, Some(beat))) if beat > since => return Ok(()),
-                        Some((true, _)) => "its Node's Ready condition is from before the reboot".to_owned(),
-                        _ => "it answers over SSH but its Node is not Ready".to_owned(),
-                    }
-                }
+                Ok(Some(n)) => match back_in(&n, &now, *since.get_or_insert_with(jiff::Timestamp::now)) {
+                    Ok(()) => return Ok(()),
+                    Err(why) => why.to_owned(),
+                },
                 Ok(None) => format!("its Node {name} is gone"),
                 Err(e) => format!("cannot read its Node: {}", api_error(&e)),
             },
@@ -353,6 +345,21 @@ async fn wait_back<H: Host>(
             reported = last;
         }
         tokio::time::sleep(options.poll).await;
+    }
+}
+
+/// Whether `node` says its kubelet is back in boot `boot`: Ready, with a
+/// heartbeat newer than `since`, and (when the kubelet reports one) the
+/// boot id `boot`. The reason it is not, otherwise. Pure.
+fn back_in(node: &Node, boot: &str, since: jiff::Timestamp) -> Result<(), &'static str> {
+    let reported = node.status.as_ref().and_then(|s| s.node_info.as_ref()).map(|i| i.boot_id.as_str());
+    if reported.is_some_and(|b| !b.is_empty() && b != boot) {
+        return Err("its kubelet has not started in the new boot yet");
+    }
+    match super::join::ready_heartbeat(node) {
+        Some((true, Some(beat))) if beat > since => Ok(()),
+        Some((true, _)) => Err("its Node's Ready condition is from before the reboot"),
+        _ => Err("it answers over SSH but its Node is not Ready"),
     }
 }
 

@@ -35,7 +35,8 @@ fn bool_11(s: &str) -> Option<bool> {
     }
 }
 
-/// The radix and digits of an unsigned spelling, with legacy octal.
+/// The radix and digits of an unsigned spelling, with legacy octal: any
+/// leading `0` makes it octal, so decimal digits never start with one.
 fn radix_and_digits(rest: &str) -> (u32, &str) {
     let prefixed = |p: [&str; 2]| p.iter().find_map(|p| rest.strip_prefix(p));
     // Legacy octal also drops one `_` right after the prefix.
@@ -82,9 +83,6 @@ fn int_signed(t: &str) -> Option<i128> {
         None => t.strip_prefix('-').map_or((false, t), |r| (true, r)),
     };
     let (radix, text) = radix_and_digits(rest);
-    if radix == 10 && text.starts_with('0') && text != "0" {
-        return None;
-    }
     let magnitude = digits(text, radix)?;
     if negative {
         if magnitude == i128::MAX.unsigned_abs() + 1 {
@@ -102,9 +100,6 @@ fn int_unsigned(t: &str) -> Option<u128> {
         return None;
     }
     let (radix, text) = radix_and_digits(t.strip_prefix('+').unwrap_or(t));
-    if radix == 10 && text.starts_with('0') && text != "0" {
-        return None;
-    }
     digits(text, radix)
 }
 

@@ -79,8 +79,12 @@ pub fn config(remote: &Remote) -> Config {
 }
 
 pub fn pool(fleet: &TestFleet) -> Pool {
-    let key = load_key(&fleet.key).unwrap();
-    Pool::new(key, KnownHosts::load(&fleet.known_hosts, false).unwrap(), Settings::default())
+    pool_with(fleet, Settings::default())
+}
+
+/// A pool for the fleet's nodes with `settings`.
+pub fn pool_with(fleet: &TestFleet, settings: Settings) -> Pool {
+    Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), settings)
 }
 
 pub async fn start(fleet: &TestFleet, config: Config) -> Handle {
