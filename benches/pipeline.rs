@@ -27,6 +27,12 @@ fn main() {
         child(Path::new(&args[i + 1]));
         return;
     }
+    // `--generate DIR` only writes the repository, for a profiler to run
+    // `--child DIR` on (valgrind --tool=massif or callgrind).
+    if let Some(i) = args.iter().position(|a| a == "--generate") {
+        generate(Path::new(&args[i + 1]));
+        return;
+    }
     let dir = tempfile::tempdir().expect("temp dir");
     generate(dir.path());
     let exe = std::env::current_exe().expect("own path");

@@ -19,6 +19,7 @@ mod yaml_scalar;
 mod yaml_value;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -72,8 +73,9 @@ pub struct Doc<T> {
     pub index: usize,
     /// The typed document.
     pub value: T,
-    /// The document as written.
-    pub raw: Value,
+    /// The document as written (shared with the parse cache and with any
+    /// other revision that holds the same file).
+    pub raw: Arc<Value>,
 }
 
 impl<T> Doc<T> {
@@ -196,6 +198,7 @@ fn status_path(parsed: &parse::Parsed<'_>) -> String {
         .iter()
         .filter_map(|(_, docs)| docs.as_ref().ok())
         .flatten()
+        .map(|d| &**d)
         .filter(|d| kinds::identify(d) == Ok(Kind::Fleet))
         .collect();
     let path = match fleets.as_slice() {
@@ -210,7 +213,7 @@ pub fn normalize_dir(path: &str) -> String {
     path.trim_start_matches("./").trim_end_matches('/').to_owned()
 }
 
-fn classify(path: &str, index: usize, doc: Value, out: &mut Documents, diagnostics: &mut Vec<Diagnostic>) {
+fn classify(path: &str, index: usize, doc: Arc<Value>, out: &mut Documents, diagnostics: &mut Vec<Diagnostic>) {
     let kind = match kinds::identify(&doc) {
         Ok(kind) => kind,
         Err(kinds::Unrecognised::NotAnObject(pointer, message)) => {
@@ -243,7 +246,7 @@ fn classify(path: &str, index: usize, doc: Value, out: &mut Documents, diagnosti
 struct Typed<'a> {
     path: &'a str,
     index: usize,
-    doc: Value,
+    doc: Arc<Value>,
     diagnostics: &'a mut Vec<Diagnostic>,
 }
 

@@ -2,6 +2,7 @@
 //! path, same bytes) is parsed once, on as many threads as there are cores.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -12,8 +13,11 @@ use crate::source::{Snapshot, SourceFile};
 /// One revision's config files: path and documents (or the syntax error).
 pub type Parsed<'s> = Vec<(&'s str, FileDocuments)>;
 
-/// A file's documents, or its syntax error.
-pub type FileDocuments = Result<Vec<Value>, Diagnostic>;
+/// A file's documents, or its syntax error. Documents are shared, never
+/// copied, between the revisions that hold the same file: each revision's
+/// rules read them, and keep them only where the model needs them as
+/// written (MachineSets, mirror sets).
+pub type FileDocuments = Result<Vec<Arc<Value>>, Diagnostic>;
 
 /// Parse results by (path, content).
 pub struct Distinct<'s> {
@@ -21,8 +25,7 @@ pub struct Distinct<'s> {
 }
 
 impl<'s> Distinct<'s> {
-    /// The parsed config files of one snapshot (documents are cloned, since
-    /// each revision's load consumes its own).
+    /// The parsed config files of one snapshot (the documents are shared).
     pub fn for_snapshot(&self, snapshot: &'s Snapshot) -> Parsed<'s> {
         config_files(snapshot)
             .map(|f| {
@@ -71,7 +74,7 @@ pub fn parse_distinct<'s>(snapshots: &[&'s Snapshot]) -> Distinct<'s> {
 
 fn parse_file(file: &SourceFile) -> FileDocuments {
     match std::str::from_utf8(&file.bytes) {
-        Ok(text) => yaml::parse_documents(&file.path, text),
+        Ok(text) => yaml::parse_documents(&file.path, text).map(|docs| docs.into_iter().map(Arc::new).collect()),
         Err(e) => {
             let good = &file.bytes[..e.valid_up_to()];
             let line = good.iter().filter(|b| **b == b'\n').count() + 1;

@@ -36,9 +36,13 @@ pub struct Draft {
 pub const WMCO_NAMESPACE: &str = "openshift-windows-machine-config-operator";
 
 /// Collects every instance, reporting each problem.
+///
+/// The lists' labels, annotations and taints move into the drafts (each
+/// revision's documents are its own once typed), so a 10,000-instance
+/// repository does not hold them twice.
 pub fn collect(
     configmaps: &[Doc<InstancesConfigMap>],
-    lists: &[Doc<WindowsInstanceList>],
+    lists: &mut [Doc<WindowsInstanceList>],
     fleet: &FleetSettings,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<Draft> {
@@ -55,7 +59,7 @@ pub fn collect(
             ));
         }
         for (key, value) in doc.value.entries() {
-            let address = address(doc, Where::Key(key), key, &mut seen, diagnostics);
+            let address = address((&doc.path, doc.index), Where::Key(key), key, &mut seen, diagnostics);
             let pointer = || child("/data", key);
             let username = match value.split_once('=') {
                 Some(("username", name)) => match check_username(name) {
@@ -95,8 +99,9 @@ pub fn collect(
             }
         }
     }
-    for doc in lists {
-        for (i, entry) in doc.value.spec.instances.iter().enumerate() {
+    for Doc { path, index, value, .. } in lists.iter_mut() {
+        let doc = (&**path, *index);
+        for (i, entry) in value.spec.instances.iter_mut().enumerate() {
             let address = address(doc, Where::Item(i), &entry.address, &mut seen, diagnostics);
             let at = || format!("/spec/instances/{i}");
             let username = match (&entry.username, &fleet.default_username) {
@@ -108,10 +113,10 @@ pub fn collect(
                     Err((at(), "missing username: set username here or spec.defaults.username in the Fleet".to_owned()))
                 }
             };
-            let username = username.map_err(|(p, r)| diagnostics.push(doc.error(p, r))).ok();
+            let username = username.map_err(|(p, r)| diagnostics.push(error(doc, p, r))).ok();
             let port = entry.port.unwrap_or(fleet.default_port);
             if port == 0 {
-                diagnostics.push(doc.error(format!("{}/port", at()), "port must be from 1 to 65535"));
+                diagnostics.push(error(doc, format!("{}/port", at()), "port must be from 1 to 65535"));
             }
             if !entry.labels.is_empty() {
                 check_labels(doc, &at(), &entry.labels, diagnostics);
@@ -128,10 +133,10 @@ pub fn collect(
                     username,
                     port,
                     shell: entry.shell.unwrap_or(fleet.default_shell),
-                    labels: entry.labels.clone(),
-                    annotations: entry.annotations.clone(),
-                    taints: entry.taints.clone(),
-                    origin: doc.path.clone(),
+                    labels: std::mem::take(&mut entry.labels),
+                    annotations: std::mem::take(&mut entry.annotations),
+                    taints: std::mem::take(&mut entry.taints),
+                    origin: path.clone(),
                 });
             }
         }
@@ -143,6 +148,13 @@ pub fn collect(
 /// the pointer (built only when a duplicate is reported).
 #[derive(Default)]
 struct Seen<'d>(HashMap<String, (&'d str, Where<'d>)>);
+
+/// A document: its file and index.
+type At<'d> = (&'d str, usize);
+
+fn error(doc: At<'_>, pointer: impl Into<String>, message: impl Into<String>) -> Diagnostic {
+    Diagnostic::error(doc.0, doc.1, pointer, message)
+}
 
 #[derive(Clone, Copy)]
 enum Where<'d> {
@@ -159,31 +171,31 @@ impl Where<'_> {
     }
 }
 
-fn address<'d, T>(
-    doc: &'d Doc<T>,
+fn address<'d>(
+    doc: At<'d>,
     at: Where<'d>,
     written: &str,
     seen: &mut Seen<'d>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<String> {
     let canonical =
-        canonical_address(written).map_err(|reason| diagnostics.push(doc.error(at.pointer(), reason))).ok()?;
+        canonical_address(written).map_err(|reason| diagnostics.push(error(doc, at.pointer(), reason))).ok()?;
     if let Some((path, first)) = seen.0.get(&canonical) {
         let message = format!("instance {canonical} is listed twice: it is already in {path} at {}", first.pointer());
-        diagnostics.push(doc.error(at.pointer(), message));
+        diagnostics.push(error(doc, at.pointer(), message));
         return None;
     }
-    seen.0.insert(canonical.clone(), (&doc.path, at));
+    seen.0.insert(canonical.clone(), (doc.0, at));
     Some(canonical)
 }
 
-fn check_labels<T>(doc: &Doc<T>, at: &str, labels: &BTreeMap<String, String>, diagnostics: &mut Vec<Diagnostic>) {
+fn check_labels(doc: At<'_>, at: &str, labels: &BTreeMap<String, String>, diagnostics: &mut Vec<Diagnostic>) {
     for (key, value) in labels {
         let pointer = child(&format!("{at}/labels"), key);
         if let Err(reason) = check_label_key(key).and_then(|()| check_label_value(value)) {
-            diagnostics.push(doc.error(pointer, format!("label {reason}")));
+            diagnostics.push(error(doc, pointer, format!("label {reason}")));
         } else if is_reserved(key) || key.starts_with("kubernetes.io/") || key.starts_with("node.kubernetes.io/") {
-            diagnostics.push(doc.error(
+            diagnostics.push(error(doc, 
                 pointer,
                 format!(
                     "label {key} is kept by Kubernetes, WMCO or winfleet itself and cannot be set from the repository"
@@ -193,8 +205,8 @@ fn check_labels<T>(doc: &Doc<T>, at: &str, labels: &BTreeMap<String, String>, di
     }
 }
 
-fn check_annotations<T>(
-    doc: &Doc<T>,
+fn check_annotations(
+    doc: At<'_>,
     at: &str,
     annotations: &BTreeMap<String, String>,
     diagnostics: &mut Vec<Diagnostic>,
@@ -202,9 +214,9 @@ fn check_annotations<T>(
     for key in annotations.keys() {
         let pointer = child(&format!("{at}/annotations"), key);
         if let Err(reason) = check_label_key(key) {
-            diagnostics.push(doc.error(pointer, format!("annotation {reason}")));
+            diagnostics.push(error(doc, pointer, format!("annotation {reason}")));
         } else if is_reserved(key) {
-            diagnostics.push(doc.error(
+            diagnostics.push(error(doc, 
                 pointer,
                 format!("annotation {key} is kept by winfleet or WMCO itself and cannot be set from the repository"),
             ));
@@ -217,14 +229,14 @@ fn is_reserved(key: &str) -> bool {
     key.starts_with("winfleet.io/") || key.starts_with("windowsmachineconfig.openshift.io/")
 }
 
-fn check_taints<T>(doc: &Doc<T>, at: &str, taints: &[Taint], diagnostics: &mut Vec<Diagnostic>) {
+fn check_taints(doc: At<'_>, at: &str, taints: &[Taint], diagnostics: &mut Vec<Diagnostic>) {
     let mut seen = BTreeSet::new();
     for (j, taint) in taints.iter().enumerate() {
         let pointer = format!("{at}/taints/{j}");
         if let Err(reason) = check_label_key(&taint.key).and_then(|()| check_label_value(&taint.value)) {
-            diagnostics.push(doc.error(&pointer, format!("taint {reason}")));
+            diagnostics.push(error(doc, &pointer, format!("taint {reason}")));
         } else if taint.key == "os" || taint.key.starts_with("node.kubernetes.io/") || is_reserved(&taint.key) {
-            diagnostics.push(doc.error(
+            diagnostics.push(error(doc, 
                 &pointer,
                 format!(
                     "taint {} is kept by the kubelet, Kubernetes or winfleet itself (cordon, os=Windows) and cannot be managed from the repository",
@@ -234,7 +246,7 @@ fn check_taints<T>(doc: &Doc<T>, at: &str, taints: &[Taint], diagnostics: &mut V
         }
         if !seen.insert((&taint.key, taint.effect)) {
             diagnostics.push(
-                doc.error(&pointer, format!("taint {} with effect {:?} is listed twice", taint.key, taint.effect)),
+                error(doc, &pointer, format!("taint {} with effect {:?} is listed twice", taint.key, taint.effect)),
             );
         }
     }

@@ -76,7 +76,7 @@ pub fn collect(docs: &[Doc<MachineSet>], diagnostics: &mut Vec<Diagnostic>) -> B
             );
             continue;
         }
-        let mut object = doc.raw.clone();
+        let mut object = Value::clone(&doc.raw);
         if let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("namespace".into(), Value::String(MACHINE_API_NAMESPACE.into()));
         }

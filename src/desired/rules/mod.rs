@@ -21,9 +21,11 @@ use crate::render;
 
 /// Runs every rule; returns the desired state (callers drop it when any
 /// error was reported).
-pub fn check(docs: Documents, options: LoadOptions<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<Desired> {
+pub fn check(mut docs: Documents, options: LoadOptions<'_>, diagnostics: &mut Vec<Diagnostic>) -> Option<Desired> {
     let fleet = fleet::settings(&docs.fleets, diagnostics);
-    let drafts = instances::collect(&docs.configmaps, &docs.instance_lists, &fleet, diagnostics);
+    let drafts = instances::collect(&docs.configmaps, &mut docs.instance_lists, &fleet, diagnostics);
+    // The drafts hold all the lists say; free them before the model is built.
+    docs.instance_lists = Vec::new();
     let machine_sets = machinesets::collect(&docs.machine_sets, diagnostics);
     let registries = mirrors::collect(&docs.digest_mirrors, &docs.tag_mirrors, diagnostics);
     let environment = proxy::environment(&docs.proxies, diagnostics);
