@@ -120,14 +120,12 @@ pub fn load(snapshot: &Snapshot, options: LoadOptions<'_>) -> Loaded {
 /// that is the same in several revisions is parsed once, and files and
 /// revisions are worked on in parallel: YAML parsing dominates the cost.
 pub fn load_many(snapshots: &[&Snapshot], options: LoadOptions<'_>) -> Vec<Loaded> {
-    let parsed = parse::parse_distinct(snapshots);
+    let parsed = parse::parse_distinct(snapshots).into_snapshots(snapshots);
     std::thread::scope(|scope| {
         let handles: Vec<_> = snapshots
             .iter()
-            .map(|snapshot| {
-                let parsed = &parsed;
-                scope.spawn(move || load_parsed(snapshot, parsed.for_snapshot(snapshot), options))
-            })
+            .zip(parsed)
+            .map(|(snapshot, parsed)| scope.spawn(move || load_parsed(snapshot, parsed, options)))
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|_| Loaded::failed())).collect()
     })

@@ -25,16 +25,23 @@ pub struct Distinct<'s> {
 }
 
 impl<'s> Distinct<'s> {
-    /// The parsed config files of one snapshot (the documents are shared).
-    pub fn for_snapshot(&self, snapshot: &'s Snapshot) -> Parsed<'s> {
-        config_files(snapshot)
-            .map(|f| {
-                let result = self.results.get(&(f.path.as_str(), f.bytes.as_slice())).cloned();
-                // A parser thread that died must not make a file silently vanish.
-                let result = result.unwrap_or_else(|| {
-                    Err(Diagnostic::at(&f.path, 1, 1, "internal error: this file could not be parsed"))
-                });
-                (f.path.as_str(), result)
+    /// Each snapshot's parsed config files, in the order of `snapshots`.
+    /// The cache itself is dropped here, so a document is freed as soon as
+    /// the last revision that holds it has done with it.
+    pub fn into_snapshots(self, snapshots: &[&'s Snapshot]) -> Vec<Parsed<'s>> {
+        snapshots
+            .iter()
+            .map(|snapshot| {
+                config_files(snapshot)
+                    .map(|f| {
+                        let result = self.results.get(&(f.path.as_str(), f.bytes.as_slice())).cloned();
+                        // A parser thread that died must not make a file silently vanish.
+                        let result = result.unwrap_or_else(|| {
+                            Err(Diagnostic::at(&f.path, 1, 1, "internal error: this file could not be parsed"))
+                        });
+                        (f.path.as_str(), result)
+                    })
+                    .collect()
             })
             .collect()
     }

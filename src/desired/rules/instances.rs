@@ -195,7 +195,8 @@ fn check_labels(doc: At<'_>, at: &str, labels: &BTreeMap<String, String>, diagno
         if let Err(reason) = check_label_key(key).and_then(|()| check_label_value(value)) {
             diagnostics.push(error(doc, pointer, format!("label {reason}")));
         } else if is_reserved(key) || key.starts_with("kubernetes.io/") || key.starts_with("node.kubernetes.io/") {
-            diagnostics.push(error(doc, 
+            diagnostics.push(error(
+                doc,
                 pointer,
                 format!(
                     "label {key} is kept by Kubernetes, WMCO or winfleet itself and cannot be set from the repository"
@@ -205,18 +206,14 @@ fn check_labels(doc: At<'_>, at: &str, labels: &BTreeMap<String, String>, diagno
     }
 }
 
-fn check_annotations(
-    doc: At<'_>,
-    at: &str,
-    annotations: &BTreeMap<String, String>,
-    diagnostics: &mut Vec<Diagnostic>,
-) {
+fn check_annotations(doc: At<'_>, at: &str, annotations: &BTreeMap<String, String>, diagnostics: &mut Vec<Diagnostic>) {
     for key in annotations.keys() {
         let pointer = child(&format!("{at}/annotations"), key);
         if let Err(reason) = check_label_key(key) {
             diagnostics.push(error(doc, pointer, format!("annotation {reason}")));
         } else if is_reserved(key) {
-            diagnostics.push(error(doc, 
+            diagnostics.push(error(
+                doc,
                 pointer,
                 format!("annotation {key} is kept by winfleet or WMCO itself and cannot be set from the repository"),
             ));
@@ -236,7 +233,8 @@ fn check_taints(doc: At<'_>, at: &str, taints: &[Taint], diagnostics: &mut Vec<D
         if let Err(reason) = check_label_key(&taint.key).and_then(|()| check_label_value(&taint.value)) {
             diagnostics.push(error(doc, &pointer, format!("taint {reason}")));
         } else if taint.key == "os" || taint.key.starts_with("node.kubernetes.io/") || is_reserved(&taint.key) {
-            diagnostics.push(error(doc, 
+            diagnostics.push(error(
+                doc,
                 &pointer,
                 format!(
                     "taint {} is kept by the kubelet, Kubernetes or winfleet itself (cordon, os=Windows) and cannot be managed from the repository",
@@ -245,9 +243,11 @@ fn check_taints(doc: At<'_>, at: &str, taints: &[Taint], diagnostics: &mut Vec<D
             ));
         }
         if !seen.insert((&taint.key, taint.effect)) {
-            diagnostics.push(
-                error(doc, &pointer, format!("taint {} with effect {:?} is listed twice", taint.key, taint.effect)),
-            );
+            diagnostics.push(error(
+                doc,
+                &pointer,
+                format!("taint {} with effect {:?} is listed twice", taint.key, taint.effect),
+            ));
         }
     }
 }
