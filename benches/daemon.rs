@@ -335,11 +335,20 @@ fn idle_children(sizes: &[usize]) -> Vec<(usize, f64)> {
     rss
 }
 
+/// The product's allocator (src/main.rs): the daemon runs in this process.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--idle") {
         let fleet = TestFleet::start(args[i + 1].parse().unwrap());
+        println!(
+            "baseline   RSS before the daemon starts (this process and the harness of {} nodes): {:.1} MiB",
+            fleet.nodes.len(),
+            rss_mib()
+        );
         runtime.block_on(idle(&fleet, Duration::from_secs(60)));
         return;
     }

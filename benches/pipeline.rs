@@ -21,6 +21,10 @@ const INSTANCES: usize = 10_000;
 const MIRROR_ENTRIES: usize = 500;
 const RUNS: usize = 7;
 
+/// The product's allocator (src/main.rs), so the figures are `winfleet plan`'s.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--child") {
