@@ -295,6 +295,10 @@ async fn ansible_column(fleet: &TestFleet, base: &Desired, changed: &Desired) ->
     Ok(runs)
 }
 
+/// The product's allocator (src/main.rs): the engine runs in this process.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() {
     let nodes: usize = std::env::var("NODES").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
     let start = Instant::now();

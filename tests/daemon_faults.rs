@@ -2,7 +2,8 @@
 //! half-written and no status lost. The daemon killed mid-round (the
 //! binary, SIGKILL), the Git remote unreachable and back, the status branch
 //! moved by someone else between winfleet's fetch and its push, an sshd that
-//! accepts the connection and then never answers, and a storm of webhooks.
+//! accepts the connection and then never answers, a node's kept shell
+//! killed between rounds, and a storm of webhooks.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
@@ -87,7 +88,7 @@ async fn sigkill_mid_round_leaves_no_file_half_written_and_the_next_start_conver
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_git_remote_unreachable_then_back_keeps_the_revision_in_force_and_loses_no_status() {
     let fleet = TestFleet::start(1);
-    let remote = remote(&fleet, "  drift:\n    interval: 1s\n");
+    let remote = remote(&fleet, "  drift:\n    interval: 2s\n");
     let mut handle = start(&fleet, Config { poll_interval: Duration::from_secs(1), ..config(&remote) }).await;
     assert_eq!(next(&mut handle.records).await.kind, RoundKind::Commit);
 
@@ -228,5 +229,30 @@ async fn a_hundred_signed_webhooks_in_ten_seconds_make_at_most_three_rounds() {
     let metrics = handle.metrics.encode();
     assert!(metrics.contains(r#"winfleet_webhook_requests_total{result="accepted"} 100"#), "{metrics}");
     eprintln!("figure: 100 signed webhooks in 10 s: {} round(s)", rounds.len());
+    stop(handle).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nodes_shell_is_kept_between_rounds_and_replaced_when_it_was_killed() {
+    let fleet = TestFleet::start(1);
+    let node = &fleet.nodes[0];
+    let remote = remote(&fleet, "  drift:\n    interval: 2s\n");
+    let mut handle = start(&fleet, config(&remote)).await;
+    assert_eq!(next(&mut handle.records).await.kind, RoundKind::Commit);
+    let shell = node.last_session();
+    // The drift rounds run in the same shell: sshd starts no command.
+    for _ in 0..2 {
+        let record = next(&mut handle.records).await;
+        assert_eq!((record.kind, record.changed, record.failed), (RoundKind::Drift, 0, 0));
+    }
+    assert_eq!(node.last_session(), shell, "the drift rounds reused the shell");
+
+    // The shell dies between rounds (the connection stays) and the node drifts.
+    node.kill_session_processes();
+    std::fs::remove_file(node.path("certs.d/quay.io/hosts.toml")).unwrap();
+    let record = next_change(&mut handle).await;
+    assert_eq!((record.kind, record.changed, record.failed), (RoundKind::Drift, 1, 0), "{record:?}");
+    assert!(hosts_toml(&fleet, 0).is_some(), "the drift was corrected");
+    assert_ne!(node.last_session(), shell, "in a new shell");
     stop(handle).await;
 }

@@ -11,7 +11,10 @@
 //! where it costs nothing, does re-check and reports "unchanged").
 //!
 //! The whole script is one function called on its last line, so a script
-//! cut off in transit is a syntax error and runs nothing. Inside it, no
+//! cut off in transit is a syntax error and runs nothing. It runs in a
+//! subshell (a fork, no exec), because the shell is kept for the node's
+//! next scripts, of this round and later ones: nothing a script sets
+//! (variables, umask, options) outlives it. Inside it, no
 //! command reads standard input. Files are written to a temporary file in
 //! the same directory and renamed over the target, so a reader (containerd)
 //! sees the old file or the new one, never a part.
@@ -38,7 +41,7 @@ WINFLEET_B64
 }
 "#;
 
-const EPILOGUE: &str = "t end\n}\nmain </dev/null\n";
+const EPILOGUE: &str = "t end\n}\n(main) </dev/null\n";
 
 /// Observation: host name, OS, boot id, registry directories with the
 /// SHA-256 of their hosts.toml, the environment drop-in, service states.

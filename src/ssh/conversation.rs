@@ -2,6 +2,11 @@
 //! then its apply go through the same `/bin/sh -s`, which saves opening a
 //! second channel, and with it a process or two on the node (measured in
 //! benches/fleet.rs: the channel is most of what a no-op round costs).
+//! The pool keeps the shell with the connection between rounds
+//! ([`Shells`]), so a warm round opens no channel and starts no shell at
+//! all; the scripts run their body in a subshell, so nothing one leaves
+//! behind (variables, umask, working directory) reaches the next. A kept
+//! shell that turns out to be gone is replaced once, before anything ran.
 //!
 //! Each script is followed by a line printing a marker that only this
 //! conversation knows (`\0winfleet-exchange-<random>\0`); the output up to
@@ -9,6 +14,7 @@
 //! process) ends the conversation: the exchange returns what it printed
 //! and its exit status, and later exchanges fail.
 
+use std::collections::HashMap;
 use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 use std::time::Duration;
@@ -23,10 +29,13 @@ use super::{SshError, Target};
 pub struct Conversation {
     channel: russh::Channel<Msg>,
     target: Target,
+    command: String,
     marker: Vec<u8>,
     ended: bool,
+    /// Exchanges completed (a kept shell has done at least one).
+    exchanges: u32,
     /// Keeps the connection up while the shell runs.
-    _session: Arc<Session>,
+    session: Arc<Session>,
 }
 
 impl Conversation {
@@ -47,7 +56,7 @@ impl Conversation {
         channel.exec(true, command).await.map_err(protocol)?;
         let random = RandomState::new().hash_one(std::time::SystemTime::now());
         let marker = format!("\0winfleet-exchange-{random:016x}\0").into_bytes();
-        Ok(Self { channel, target, marker, ended: false, _session: session })
+        Ok(Self { channel, target, command: command.to_owned(), marker, ended: false, exchanges: 0, session })
     }
 
     /// Sends `input` (a whole script) and returns what it printed, within
@@ -57,7 +66,10 @@ impl Conversation {
             return Err(SshError::Protocol { target: self.target.to_string(), source: russh::Error::Disconnect });
         }
         match tokio::time::timeout(timeout, self.send(input)).await {
-            Ok(result) => result,
+            Ok(result) => {
+                self.exchanges += 1;
+                result
+            }
             Err(_) => {
                 self.ended = true;
                 Err(SshError::Timeout { target: self.target.to_string(), what: "running a script", after: timeout })
@@ -119,6 +131,15 @@ impl Conversation {
         self.ended
     }
 
+    /// Whether an earlier exchange (of this round or one before) used it.
+    pub fn reused(&self) -> bool {
+        self.exchanges > 0
+    }
+
+    fn alive(&self) -> bool {
+        !self.ended && !self.session.is_closed()
+    }
+
     /// Ends the shell's input (it exits) and closes the channel, without
     /// waiting for either; a connection that stopped answering is given
     /// one second.
@@ -128,5 +149,49 @@ impl Conversation {
             let _ = self.channel.close().await;
         };
         let _ = tokio::time::timeout(Duration::from_secs(1), close).await;
+    }
+}
+
+/// The shells the pool keeps between rounds, one per node at most.
+#[derive(Default)]
+pub(crate) struct Shells(tokio::sync::Mutex<HashMap<Target, Conversation>>);
+
+impl Shells {
+    /// The kept shell of `target` running `command`, if it is still usable
+    /// as far as can be told without using it.
+    pub(crate) async fn take(&self, target: &Target, command: &str) -> Option<Conversation> {
+        let kept = self.0.lock().await.remove(target)?;
+        if kept.alive() && kept.command == command {
+            return Some(kept);
+        }
+        kept.close().await;
+        None
+    }
+
+    /// Keeps `conversation` for the next round, or closes it when it is
+    /// over.
+    pub(crate) async fn keep(&self, conversation: Conversation) {
+        if !conversation.alive() {
+            conversation.close().await;
+            return;
+        }
+        let replaced = self.0.lock().await.insert(conversation.target.clone(), conversation);
+        if let Some(old) = replaced {
+            old.close().await;
+        }
+    }
+
+    /// Drops `target`'s shell (its connection is being dropped).
+    pub(crate) async fn forget(&self, target: &Target) {
+        let kept = self.0.lock().await.remove(target);
+        if let Some(kept) = kept {
+            kept.close().await;
+        }
+    }
+
+    /// Closes every kept shell.
+    pub(crate) async fn close(&self) {
+        let kept: Vec<Conversation> = self.0.lock().await.drain().map(|(_, c)| c).collect();
+        futures::future::join_all(kept.into_iter().map(Conversation::close)).await;
     }
 }

@@ -178,6 +178,8 @@ pub struct Pool {
     known_hosts: Arc<KnownHosts>,
     settings: Settings,
     sessions: Mutex<HashMap<Target, Arc<Session>>>,
+    /// The posix nodes' shells, kept with their connections.
+    shells: conversation::Shells,
     /// File hashes each node reported, by stat key (see
     /// [`crate::lifecycle::facts`]): kept across rounds like connections.
     hashes: std::sync::Mutex<HashMap<Target, HashCache>>,
@@ -191,6 +193,7 @@ impl Pool {
             known_hosts: Arc::new(known_hosts),
             settings,
             sessions: Mutex::new(HashMap::new()),
+            shells: conversation::Shells::default(),
             hashes: std::sync::Mutex::new(HashMap::new()),
         }
     }
@@ -208,12 +211,28 @@ impl Pool {
         .await
     }
 
-    /// Starts `command` (a shell reading scripts on standard input) on
-    /// `target` for a [`Conversation`]. Opening is idempotent: a cached
+    /// A [`Conversation`] with `command` (a shell reading scripts on
+    /// standard input) on `target`: the shell kept from an earlier round
+    /// when there is one, else a new one. Opening is idempotent: a cached
     /// connection that is gone is replaced once, as for an observation.
     pub async fn converse(&self, target: &Target, command: &str) -> Result<Conversation, SshError> {
+        if let Some(kept) = self.shells.take(target, command).await {
+            return Ok(kept);
+        }
+        self.open_shell(target, command).await
+    }
+
+    /// A new shell on `target`, never the kept one (which is closed): for
+    /// a kept shell that turned out to be gone.
+    pub async fn open_shell(&self, target: &Target, command: &str) -> Result<Conversation, SshError> {
+        self.shells.forget(target).await;
         let timeout = self.settings.command_timeout;
         self.on_session(target, true, |session| Conversation::open(session, command, timeout)).await
+    }
+
+    /// Keeps a node's shell for its next round (or closes it if it is over).
+    pub async fn keep(&self, conversation: Conversation) {
+        self.shells.keep(conversation).await;
     }
 
     /// Does `work` on the node's cached connection, or on a new one. When
@@ -329,6 +348,7 @@ impl Pool {
     }
 
     async fn forget(&self, target: &Target) {
+        self.shells.forget(target).await;
         self.sessions.lock().await.remove(target);
     }
 
@@ -337,8 +357,9 @@ impl Pool {
         &self.settings
     }
 
-    /// Closes every connection.
+    /// Closes every shell and connection.
     pub async fn close(&self) {
+        self.shells.close().await;
         let sessions: Vec<_> = self.sessions.lock().await.drain().map(|(_, s)| s).collect();
         for session in sessions {
             session.close().await;

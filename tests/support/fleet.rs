@@ -438,6 +438,20 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         Frozen { pid: sshd.to_owned() }
     }
 
+    /// The sshd process and the session (process group) of the last
+    /// command the node's sshd started.
+    pub fn last_session(&self) -> String {
+        fs::read_to_string(self.dir.join("session.pids")).unwrap_or_default()
+    }
+
+    /// Kills what the node's last SSH command runs (the shell and its
+    /// children), not its sshd: the channel ends, the connection stays.
+    pub fn kill_session_processes(&self) {
+        let pids = self.last_session();
+        let Some(session) = pids.split_whitespace().nth(1) else { panic!("no session recorded") };
+        let _ = Command::new("kill").args(["-KILL", "--", &format!("-{session}")]).output();
+    }
+
     /// Kills the node's current SSH session (the connection drops) and the
     /// script it runs with its children.
     pub fn cut_session(&self) {
