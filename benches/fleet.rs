@@ -16,7 +16,8 @@
 //!   (benches/fleet/ansible.rs).
 //!
 //! Figures: (a) initial rollout, (b) one mirror changed, (c) no-op drift
-//! check with warm connections; and the floor: one SSH handshake and one
+//! check with warm connections (and, on posix nodes, the shell the pool
+//! keeps from the round before); and the floor: one SSH handshake and one
 //! empty command round trip.
 //!
 //! `cargo bench --bench fleet` (NODES=200 by default).
@@ -340,8 +341,8 @@ fn main() {
         );
         let column = |i: usize| ansible.as_ref().ok().map(|runs| runs[i].time);
         row("(a) initial rollout", a, wmco_a, column(0), &format!("winfleet {} ops applied (cold connections); WMCO {wmco_writes} files", a_counts.applied));
-        row("(b) one mirror changed", b, wmco_b, column(1), &format!("winfleet {} writes (warm connections)", b_counts.applied));
-        row("(c) no-op drift check", c, wmco_c, column(2), &format!("winfleet {} writes, warm connections; WMCO rewrites all", c_counts.applied));
+        row("(b) one mirror changed", b, wmco_b, column(1), &format!("winfleet {} writes (warm connections, kept shells)", b_counts.applied));
+        row("(c) no-op drift check", c, wmco_c, column(2), &format!("winfleet {} writes, warm connections, kept shells; WMCO rewrites all", c_counts.applied));
         match &ansible {
             Ok(runs) => println!(
                 "Ansible: tasks changed per run {}, {}, {}",
@@ -357,7 +358,10 @@ fn main() {
         );
         println!("CPU during that (c): winfleet {}, the machine {} (user+system, of {} available on 2 cores)", ms(own), ms(all), ms(c2 * 2));
         let pool = self::pool(&fleet);
-        println!("\nwhere a no-op observation's time goes ({nodes} nodes, warm, {parallelism} at once; one channel each):");
+        println!(
+            "\nwhat a no-op observation costs on a new channel each time, as before the pool kept shells \
+             ({nodes} nodes, warm, {parallelism} at once):"
+        );
         let _ = winfleet_round(&pool, &changed).await;
         for (name, time) in breakdown(&pool, &changed).await {
             println!("  {name:<40} {:>8}", ms(time));
