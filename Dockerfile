@@ -5,6 +5,8 @@
 # compiled in. The runtime image therefore needs libssl.so.3/libcrypto.so.3
 # (libssl3), CA certificates for HTTPS, and the libz and libgcc_s that
 # debian:bookworm-slim already has; nothing else (no git, no ssh client).
+# jemalloc, the process allocator (src/main.rs), is compiled in as well,
+# with the make and cc the rust:1-bookworm image has.
 FROM rust:1-bookworm AS builder
 RUN apt-get update \
  && apt-get install -y --no-install-recommends pkg-config libssl-dev \
