@@ -15,8 +15,9 @@ pub type Parsed<'s> = Vec<(&'s str, FileDocuments)>;
 
 /// A file's documents, or its syntax error. Documents are shared, never
 /// copied, between the revisions that hold the same file: each revision's
-/// rules read them, and keep them only where the model needs them as
-/// written (MachineSets, mirror sets).
+/// rules read them (the model copies out only what it keeps as written:
+/// MachineSets, mirror sets), and a document is freed when no revision
+/// holds it any more.
 pub type FileDocuments = Result<Vec<Arc<Value>>, Diagnostic>;
 
 /// Parse results by (path, content).

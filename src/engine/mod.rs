@@ -19,14 +19,13 @@ use crate::desired::kinds::instances::Shell;
 use crate::desired::model::Instance;
 use crate::dialect;
 use crate::dialect::ObserveList;
-use crate::dialect::Script;
 use crate::lifecycle::Mode;
 use crate::lifecycle::facts::resolve_cached;
 use crate::lifecycle::plan::{self as lifecycle_plan, plan_lifecycle};
 use crate::node::NodeSpec;
 use crate::node::facts::{NodeFacts, parse_facts};
 use crate::node::plan::{self, plan_node};
-use crate::ssh::{Conversation, Output, Pool, SshError, Target};
+use crate::ssh::{Conversation, Output, Pool, Target};
 use report::{LifecycleReport, NodeReport, NodeResult, OpReport, Stage};
 use tokio::sync::Mutex;
 
@@ -221,32 +220,11 @@ async fn observe(
 ) -> Result<NodeFacts, String> {
     let script = dialect::observe(spec, list);
     let output = match conversation {
-        Some(conversation) => observe_in(pool, &mut *conversation.lock().await, &script).await,
+        Some(conversation) => pool.exchange(&mut *conversation.lock().await, &script, true).await,
         None => pool.run(target, &script, true).await,
     }
     .map_err(|e| e.to_string())?;
     parse_facts(&output.stdout).map_err(|e| explain(&e.to_string(), &output))
-}
-
-/// The observation in the node's shell. A shell kept from an earlier
-/// round may have gone since (its channel closed, the shell killed): when
-/// it ends without answering, the observation, which changes nothing, runs
-/// once more in a new shell. A timeout is not retried.
-async fn observe_in(pool: &Pool, conversation: &mut Conversation, script: &Script) -> Result<Output, SshError> {
-    let reused = conversation.reused();
-    let result = pool.exchange(conversation, script).await;
-    let gone = match &result {
-        Ok(output) => conversation.ended() && output.stdout.is_empty(),
-        Err(SshError::Timeout { .. }) => false,
-        Err(_) => true,
-    };
-    if !(reused && gone) {
-        return result;
-    }
-    tracing::debug!(target = %conversation.target(), "the kept shell is gone; observing in a new one");
-    let fresh = pool.open_shell(conversation.target(), dialect::posix::COMMAND).await?;
-    std::mem::replace(conversation, fresh).close().await;
-    pool.exchange(conversation, script).await
 }
 
 /// A report error with what the node said on stderr and its exit status.

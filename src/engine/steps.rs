@@ -136,7 +136,7 @@ fn remember_uploads(work: &Work<'_>, keys: &[(String, String)]) {
 
 async fn run(work: &Work<'_>, script: &dialect::Script, total: usize) -> Result<ApplyReport, (Stage, String)> {
     let output = match work.conversation {
-        Some(conversation) => work.pool.exchange(&mut *conversation.lock().await, script).await,
+        Some(conversation) => work.pool.exchange(&mut *conversation.lock().await, script, false).await,
         None => work.pool.run(work.target, script, false).await,
     };
     match output {

@@ -131,6 +131,11 @@ impl Conversation {
         self.ended
     }
 
+    /// The command the shell was started with.
+    pub fn command(&self) -> &str {
+        &self.command
+    }
+
     /// Whether an earlier exchange (of this round or one before) used it.
     pub fn reused(&self) -> bool {
         self.exchanges > 0

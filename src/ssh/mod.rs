@@ -222,10 +222,7 @@ impl Pool {
         self.open_shell(target, command).await
     }
 
-    /// A new shell on `target`, never the kept one (which is closed): for
-    /// a kept shell that turned out to be gone.
-    pub async fn open_shell(&self, target: &Target, command: &str) -> Result<Conversation, SshError> {
-        self.shells.forget(target).await;
+    async fn open_shell(&self, target: &Target, command: &str) -> Result<Conversation, SshError> {
         let timeout = self.settings.command_timeout;
         self.on_session(target, true, |session| Conversation::open(session, command, timeout)).await
     }
@@ -271,8 +268,35 @@ impl Pool {
     }
 
     /// One exchange of `conversation` within the command timeout; the
-    /// connection is dropped from the pool when it fails.
-    pub async fn exchange(&self, conversation: &mut Conversation, script: &Script) -> Result<Output, SshError> {
+    /// connection is dropped from the pool when it fails. When
+    /// `idempotent` (observation) and the shell was kept from an earlier
+    /// exchange, a shell found gone (it ended without answering, or its
+    /// channel failed) is replaced and the script sent once more, as
+    /// [`Pool::run`] does with a dead connection; a timeout is not retried,
+    /// and an apply is never re-sent.
+    pub async fn exchange(
+        &self,
+        conversation: &mut Conversation,
+        script: &Script,
+        idempotent: bool,
+    ) -> Result<Output, SshError> {
+        let reused = conversation.reused();
+        let result = self.exchange_once(conversation, script).await;
+        let gone = match &result {
+            Ok(output) => conversation.ended() && output.stdout.is_empty(),
+            Err(SshError::Timeout { .. }) => false,
+            Err(_) => true,
+        };
+        if !(idempotent && reused && gone) {
+            return result;
+        }
+        tracing::debug!(target = %conversation.target(), "the kept shell is gone; running the script in a new one");
+        let fresh = self.open_shell(conversation.target(), conversation.command()).await?;
+        std::mem::replace(conversation, fresh).close().await;
+        self.exchange_once(conversation, script).await
+    }
+
+    async fn exchange_once(&self, conversation: &mut Conversation, script: &Script) -> Result<Output, SshError> {
         let result = conversation.exchange(&script.input, self.settings.command_timeout).await;
         if result.is_err() {
             self.forget(conversation.target()).await;
