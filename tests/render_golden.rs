@@ -73,3 +73,58 @@ fn a_second_render_replaces_the_first_but_never_a_foreign_directory() {
     assert!(String::from_utf8_lossy(&run.stderr).contains("refusing to replace"));
     assert!(foreign.path().join("precious.txt").exists());
 }
+
+/// Issue 23, defect 5: hosts.toml files carry pull-secret `authorization`
+/// headers and the environment file may carry a proxy password, so the
+/// render output is the owner's alone: files 0600, directories 0700, also
+/// when OUT already existed (an empty directory or a previous render).
+#[cfg(unix)]
+#[test]
+fn issue_23_render_writes_credentials_readable_by_the_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+
+    let case = support::fixture("render/pull-secret-credentials");
+    let parent = tempfile::tempdir().unwrap();
+    let fresh = parent.path().join("new/out");
+    let existing = parent.path().join("existing");
+    std::fs::create_dir(&existing).unwrap();
+    std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o755)).unwrap();
+    for out in [&fresh, &existing, &fresh] {
+        let run = Command::new(env!("CARGO_BIN_EXE_winfleet"))
+            .args(["render", "--repo"])
+            .arg(case.join("repo"))
+            .arg("--pull-secret")
+            .arg(case.join("pull-secret.json"))
+            .arg("--output")
+            .arg(out)
+            .output()
+            .unwrap();
+        assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+        let mut wrong = Vec::new();
+        let mut walk = vec![out.clone()];
+        while let Some(dir) = walk.pop() {
+            let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+            if mode != 0o700 {
+                wrong.push(format!("{} is {mode:o}", dir.display()));
+            }
+            for entry in std::fs::read_dir(&dir).unwrap() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    walk.push(path);
+                } else {
+                    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+                    if mode != 0o600 {
+                        wrong.push(format!("{} is {mode:o}", path.display()));
+                    }
+                }
+            }
+        }
+        assert!(wrong.is_empty(), "render output must be 0600/0700:\n{}", wrong.join("\n"));
+    }
+    let created = std::fs::metadata(parent.path().join("new")).unwrap().permissions().mode() & 0o777;
+    assert_eq!(created, 0o700, "a parent render creates is the owner's too");
+
+    let help = Command::new(env!("CARGO_BIN_EXE_winfleet")).args(["render", "--help"]).output().unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert!(help.contains("0600") && help.contains("0700"), "render --help says who may read the output:\n{help}");
+}

@@ -42,6 +42,9 @@ enum Command {
     /// Validate a config repository: exit 0 when valid (warnings allowed), 1 when invalid.
     Validate(RepoArgs),
     /// Write the files each node would get: OUT/<address>/registries/<registry>/hosts.toml and OUT/<address>/environment.
+    ///
+    /// They may hold pull-secret credentials and a proxy password, so the files are written 0600
+    /// and OUT and every directory in it 0700 (an existing OUT is tightened).
     Render(RenderArgs),
     /// Show what merging one revision over another would change (no cluster, no SSH), or with
     /// --live what applying --head would change on the live cluster and nodes:
