@@ -48,7 +48,7 @@ fn repo(fleet: &TestFleet, dir: &std::path::Path, changed_mirror: &str) -> Desir
     w(
         "fleet.yaml",
         format!(
-            "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata: {{name: bench}}\nspec:\n  defaults: {{username: {}, port: {}, shell: posix}}\n  registries: {{posixDir: certs.d}}\n  environment: {{posixDir: systemd}}\n",
+            "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata: {{name: bench}}\nspec:\n  lab: {{allowLoopbackAddresses: true}}\n  defaults: {{username: {}, port: {}, shell: posix}}\n  registries: {{posixDir: certs.d}}\n  environment: {{posixDir: systemd}}\n",
             fleet.user, fleet.port
         ),
     );

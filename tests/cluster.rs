@@ -43,7 +43,7 @@ impl Repo {
         let repo = Repo { dir: tempfile::tempdir().unwrap() };
         repo.write(
             "fleet.yaml",
-            "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: t\nspec:\n  defaults:\n    username: u\n    port: 1\n    shell: posix\n",
+            "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: t\nspec:\n  lab:\n    allowLoopbackAddresses: true\n  defaults:\n    username: u\n    port: 1\n    shell: posix\n",
         );
         repo
     }

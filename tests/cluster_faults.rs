@@ -91,7 +91,7 @@ async fn every_kubeconfig_entry_is_merged_as_kubectl_does() {
     };
     std::fs::write(
         repo.path().join("fleet.yaml"),
-        "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: f\nspec: {}\n",
+        "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: f\nspec:\n  lab: {allowLoopbackAddresses: true}\n",
     )
     .unwrap();
     git(&["init", "-q"]);

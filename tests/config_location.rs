@@ -12,7 +12,7 @@ use std::path::Path;
 
 use support::remote::git;
 
-const FLEET: &str = "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: f\nspec:\n  defaults:\n    username: Administrator\n";
+const FLEET: &str = "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: f\nspec:\n  lab:\n    allowLoopbackAddresses: true\n  defaults:\n    username: Administrator\n";
 const LIST: &str = "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: l\nspec:\n  instances:\n  - address: 10.0.0.1\n";
 const WORKFLOW: &str = "name: ci\non: [push]\njobs:\n  plan:\n    runs-on: ubuntu-latest\n";
 

@@ -30,6 +30,7 @@ fn spec(shell: Shell, dir: &str) -> NodeSpec {
         services: OBSERVED_SERVICES.map(str::to_owned).to_vec(),
         lifecycle: None,
         leaving: false,
+        max_removal_percent: 50,
     }
 }
 
@@ -44,6 +45,7 @@ fn facts(spec: &NodeSpec) -> NodeFacts {
             ("old.io".to_owned(), None),
             ("r.local_5000_".to_owned(), Some(spec.registries["r.local_5000_"].sha256().to_owned())),
         ]),
+        marked: ["quay.io", "old.io", "r.local_5000_"].map(str::to_owned).into(),
         environment: BTreeMap::from([("NO_PROXY".to_owned(), ".svc".to_owned())]),
         reboot_pending: false,
         services: BTreeMap::new(),

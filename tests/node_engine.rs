@@ -368,6 +368,7 @@ fn the_posix_dialect_carries_any_bytes_exactly() {
         services: vec!["containerd".into()],
         lifecycle: None,
         leaving: false,
+        max_removal_percent: 50,
     };
     let instance = Instance {
         address: node.address.clone(),

@@ -114,7 +114,7 @@ fn validate(repo: &Path, rev: &str, keys: &Path, extra: &[&str]) -> (i32, String
     (code, err)
 }
 
-const FLEET: &str = "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: f\nspec: {}\n";
+const FLEET: &str = "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: f\nspec:\n  lab: {allowLoopbackAddresses: true}\n";
 
 #[test]
 fn ssh_and_openpgp_signatures_by_trusted_keys_are_accepted_and_others_refused() {

@@ -251,6 +251,6 @@ const PROXY: &str = "apiVersion: config.openshift.io/v1\nkind: Proxy\nmetadata:\
 
 fn fleet_yaml(user: &str, port: u16) -> String {
     format!(
-        "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: demo\nspec:\n  defaults:\n    username: {user}\n    port: {port}\n    shell: posix\n  registries:\n    posixDir: certs.d\n  environment:\n    posixDir: systemd\n"
+        "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: demo\nspec:\n  lab:\n    allowLoopbackAddresses: true\n  defaults:\n    username: {user}\n    port: {port}\n    shell: posix\n  registries:\n    posixDir: certs.d\n  environment:\n    posixDir: systemd\n"
     )
 }

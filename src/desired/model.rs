@@ -112,6 +112,9 @@ pub struct FleetSettings {
     pub services_posix_dir: String,
     /// `spec.suspend`: change nothing, observe and report.
     pub suspend: bool,
+    /// `spec.lab.allowLoopbackAddresses`: loopback instance addresses are
+    /// accepted (a lab whose nodes run on this machine).
+    pub allow_loopback: bool,
 }
 
 impl Default for FleetSettings {
@@ -135,6 +138,7 @@ impl Default for FleetSettings {
             suspend: false,
             services_config_map: None,
             services_posix_dir: "/etc/systemd/system".into(),
+            allow_loopback: false,
         }
     }
 }

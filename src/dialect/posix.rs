@@ -27,7 +27,7 @@ use crate::lifecycle::plan::LifecycleChange;
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION, NodeFacts};
 use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
 use crate::node::plan::{Change, is_entry_name};
-use crate::node::{ENVIRONMENT_DROP_IN, HOSTS_TOML, NodeSpec};
+use crate::node::{ENVIRONMENT_DROP_IN, HOSTS_TOML, NodeSpec, REGISTRY_MARKER_TEXT};
 
 /// The command line of both scripts.
 pub const COMMAND: &str = "/bin/sh -s";
@@ -77,6 +77,7 @@ for p in "$reg"/*/; do
   [ -d "$p" ] || continue
   n=${p%/}; n=${n##*/}
   t dir "$n"
+  if [ -f "${p}.winfleet-managed" ]; then t mark "$n"; fi
   if [ -f "${p}hosts.toml" ]; then set -- "$@" "${p}hosts.toml"; fi
 done
 if [ "$#" -gt 0 ]; then t sums; sha256sum -z -- "$@" 2>/dev/null; t end-sums; fi
@@ -134,15 +135,24 @@ f() {
 pv() { printf '%s' "$val" >"$tmp"; }
 pb() { d "$b" >"$tmp"; }
 w() { idx=$1; n; target=$val; n; f pv; }
-wb() { idx=$1; target=$(v "$2"); target=${target%x}; b=$3; f pb; }
+mk() {
+  dir=${target%/*}; [ -f "$dir/.winfleet-managed" ] && return 0
+  if [ ! -d "$dir" ] && ! err=$(mkdir -p -- "$dir" 2>&1); then o failed "$err"; return 1; fi
+  if err=$( { printf '%s\n' "$mtext" >"$dir/.winfleet-managed"; } 2>&1 ); then return 0; fi
+  o failed "${err:-cannot write $dir/.winfleet-managed}"; return 1
+}
+wr() { idx=$1; n; target=$val; n; mk && f pv; }
+wrb() { idx=$1; target=$(v "$2"); target=${target%x}; b=$3; mk && f pb; }
 r() {
   idx=$1; n; p=$val
   if [ ! -e "$p" ] && [ ! -L "$p" ]; then o unchanged
+  elif [ -L "$p" ] || [ ! -f "$p/.winfleet-managed" ]; then o failed "not removed: $p holds no winfleet marker"
   elif err=$(rm -rf -- "$p" 2>&1); then o applied
   else o failed "$err"; fi
 }
 "#,
     );
+    let _ = writeln!(s, "mtext='{}'", REGISTRY_MARKER_TEXT.trim_end());
     let values = Values::of(spec, facts, changes);
     if !values.values.is_empty() {
         let _ = writeln!(s, "sep='{}'", values.separator);
@@ -156,12 +166,15 @@ r() {
                     // Shell variables cannot hold NUL: this one is decoded
                     // into its file by a base64 process of its own.
                     let path = format!("{}/{registry}/{HOSTS_TOML}", spec.registries_dir);
-                    let _ = writeln!(s, "wb {i} '{}' '{}'", b64(&path), b64(file.content()));
+                    let _ = writeln!(s, "wrb {i} '{}' '{}'", b64(&path), b64(file.content()));
                 } else {
-                    let _ = writeln!(s, "w {i}");
+                    let _ = writeln!(s, "wr {i}");
                 }
             }
-            Change::RemoveRegistry { registry } if is_entry_name(registry) => {
+            Change::RemoveRegistry { refused: Some(reason), .. } => {
+                let _ = writeln!(s, "idx={i}; o failed \"$(d '{}')\"", b64(reason));
+            }
+            Change::RemoveRegistry { registry, refused: None } if is_entry_name(registry) => {
                 let _ = writeln!(s, "r {i}");
             }
             Change::WriteFile { .. } | Change::RemoveRegistry { .. } => {
@@ -214,7 +227,7 @@ impl Values {
                     values.push(format!("{}/{registry}/{HOSTS_TOML}", spec.registries_dir));
                     values.push(file.content().to_owned());
                 }
-                Change::RemoveRegistry { registry } if is_entry_name(registry) => {
+                Change::RemoveRegistry { registry, refused: None } if is_entry_name(registry) => {
                     values.push(format!("{}/{registry}", spec.registries_dir));
                 }
                 _ => {}

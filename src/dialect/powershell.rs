@@ -24,7 +24,7 @@ use crate::lifecycle::plan::LifecycleChange;
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION};
 use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
 use crate::node::plan::{Change, is_entry_name};
-use crate::node::{HOSTS_TOML, MANAGED_ENVIRONMENT, NodeSpec};
+use crate::node::{MANAGED_ENVIRONMENT, NodeSpec, REGISTRY_MARKER_TEXT};
 
 /// The command line of both scripts.
 pub const COMMAND: &str = "powershell.exe -NoLogo -NoProfile -NonInteractive -Command -";
@@ -63,6 +63,7 @@ pub fn observe_script(spec: &NodeSpec, lifecycle: Option<&ObserveList>) -> Strin
       $n = [System.IO.Path]::GetFileName($p)
       if ($n.StartsWith('.')) { continue }
       Write-WfToken 'dir' $n
+      if ([System.IO.File]::Exists([System.IO.Path]::Combine($p, '.winfleet-managed'))) { Write-WfToken 'mark' $n }
       $f = [System.IO.Path]::Combine($p, 'hosts.toml')
       if ([System.IO.File]::Exists($f)) { Write-WfToken 'file' $n (Get-FileHash -Algorithm SHA256 -LiteralPath $f).Hash }
     }
@@ -118,9 +119,21 @@ pub fn apply_script(spec: &NodeSpec, changes: &[Change<'_>], lifecycle: &[(usize
     Write-WfToken 'op' $i 'applied'
   } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
 }
+function Set-WfRegistry($i, [string]$dir, [string]$content) {
+  try {
+    [void][System.IO.Directory]::CreateDirectory($dir)
+    $mark = [System.IO.Path]::Combine($dir, '.winfleet-managed')
+    if (-not [System.IO.File]::Exists($mark)) { [System.IO.File]::WriteAllText($mark, $markText) }
+  } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message; return }
+  Set-WfFile $i $dir 'hosts.toml' $content
+}
 function Remove-WfDirectory($i, [string]$path) {
   try {
-    if ([System.IO.Directory]::Exists($path)) { [System.IO.Directory]::Delete($path, $true); Write-WfToken 'op' $i 'applied' } else { Write-WfToken 'op' $i 'unchanged' }
+    if (-not [System.IO.Directory]::Exists($path)) { Write-WfToken 'op' $i 'unchanged'; return }
+    if (-not [System.IO.File]::Exists([System.IO.Path]::Combine($path, '.winfleet-managed'))) {
+      Write-WfToken 'op' $i 'failed' ('not removed: ' + $path + ' holds no winfleet marker'); return
+    }
+    [System.IO.Directory]::Delete($path, $true); Write-WfToken 'op' $i 'applied'
   } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
 }
 function Set-WfEnvironment($i, [string]$name, $value) {
@@ -138,20 +151,18 @@ function Set-WfEnvironment($i, [string]$name, $value) {
 }
 "#,
     );
+    let _ = writeln!(s, "$markText = ConvertFrom-WfBase64 '{}'", b64(REGISTRY_MARKER_TEXT));
     let _ = writeln!(s, "Write-WfToken '{OUTCOMES_MARKER}' '{OUTCOMES_VERSION}'");
     for (i, change) in changes.iter().enumerate() {
         let _ = match change {
             Change::WriteFile { registry, file, .. } if is_entry_name(registry) => {
                 let dir = format!("{}\\{registry}", spec.registries_dir.trim_end_matches('\\'));
-                writeln!(
-                    s,
-                    "Set-WfFile {i} (ConvertFrom-WfBase64 '{}') (ConvertFrom-WfBase64 '{}') '{}'",
-                    b64(&dir),
-                    b64(HOSTS_TOML),
-                    b64(file.content())
-                )
+                writeln!(s, "Set-WfRegistry {i} (ConvertFrom-WfBase64 '{}') '{}'", b64(&dir), b64(file.content()))
             }
-            Change::RemoveRegistry { registry } if is_entry_name(registry) => {
+            Change::RemoveRegistry { refused: Some(reason), .. } => {
+                writeln!(s, "Write-WfToken 'op' {i} 'failed' (ConvertFrom-WfBase64 '{}')", b64(reason))
+            }
+            Change::RemoveRegistry { registry, refused: None } if is_entry_name(registry) => {
                 let path = format!("{}\\{registry}", spec.registries_dir.trim_end_matches('\\'));
                 writeln!(s, "Remove-WfDirectory {i} (ConvertFrom-WfBase64 '{}')", b64(&path))
             }

@@ -10,6 +10,7 @@
 //! os <build>
 //! boot <id>                   changes at every boot
 //! dir <name>                  a subdirectory of the registries directory
+//! mark <name>                 it holds winfleet's marker (winfleet created it)
 //! file <name> <sha256>        its hosts.toml (PowerShell dialect)
 //! sums <hex  path>… end-sums  the same, as `sha256sum -z` prints it (posix)
 //! env <NAME> <value>          a managed variable at Machine scope (PowerShell)
@@ -22,7 +23,7 @@
 //!
 //! Anything before the start marker (a login banner) is ignored.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::dialect::systemd;
@@ -46,6 +47,9 @@ pub struct NodeFacts {
     /// Registry directories present, each with the SHA-256 of its
     /// hosts.toml (`None`: the directory has no hosts.toml).
     pub registries: BTreeMap<String, Option<String>>,
+    /// The registry directories holding winfleet's marker
+    /// ([`crate::node::REGISTRY_MARKER`]): the only ones it may remove.
+    pub marked: BTreeSet<String>,
     /// Managed environment variables that are set, with their values.
     pub environment: BTreeMap<String, String>,
     /// Whether an environment change is waiting for a reboot.
@@ -155,6 +159,9 @@ pub fn parse_facts(output: &[u8]) -> Result<NodeFacts, ReportError> {
             "boot" => facts.boot_id = Some(tokens.next()?.to_owned()).filter(|b| !b.is_empty()),
             "dir" => {
                 facts.registries.insert(tokens.next()?.to_owned(), None);
+            }
+            "mark" => {
+                facts.marked.insert(tokens.next()?.to_owned());
             }
             "file" => {
                 let name = tokens.next()?;

@@ -51,6 +51,9 @@ pub struct NodeSpec {
     /// an emptied environment drop-in is removed rather than rewritten
     /// (the reboot it owes is recorded on the Node instead).
     pub leaving: bool,
+    /// The Fleet's `prune.maxRemovalPercent`: the largest share of the
+    /// node's registry directories one round may remove (unless leaving).
+    pub max_removal_percent: u32,
 }
 
 impl NodeSpec {
@@ -65,6 +68,7 @@ impl NodeSpec {
             services: Vec::new(),
             lifecycle: None,
             leaving: false,
+            max_removal_percent: 50,
         }
     }
 
@@ -108,6 +112,15 @@ pub const OBSERVED_SERVICES: [&str; 2] = ["containerd", "kubelet"];
 
 /// The file inside each registry directory.
 pub const HOSTS_TOML: &str = "hosts.toml";
+
+/// The marker winfleet writes in each registry directory it creates
+/// (before its hosts.toml): only a marked directory is ever removed, so a
+/// registries directory shared with anything else loses nothing of theirs.
+pub const REGISTRY_MARKER: &str = ".winfleet-managed";
+
+/// The marker's content, for whoever finds it.
+pub const REGISTRY_MARKER_TEXT: &str =
+    "winfleet created this registry directory; it removes it when the repository no longer mirrors this registry\n";
 
 /// The directory name of a registry under the registries directory
 /// (decision 4): `host_port_` on Windows, where `:` is not a valid file name

@@ -5,7 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use crate::desired::kinds::instances::Shell;
 use crate::node::facts::NodeFacts;
-use crate::node::{HOSTS_TOML, MANAGED_ENVIRONMENT, ManagedFile, NodeSpec, display_env_value, node_path};
+use crate::node::{
+    HOSTS_TOML, MANAGED_ENVIRONMENT, ManagedFile, NodeSpec, REGISTRY_MARKER, display_env_value, node_path,
+};
 use crate::plan::Operation;
 
 /// One change to make on a node, borrowing the desired values from the spec.
@@ -19,11 +21,18 @@ pub enum Change<'a> {
         file: &'a ManagedFile,
         /// SHA-256 on the node; `None` when the file is absent.
         observed: Option<&'a str>,
+        /// Whether the directory already holds winfleet's marker (a
+        /// directory winfleet did not create is adopted: marked first).
+        marked: bool,
     },
-    /// Remove a registry directory that is not desired.
+    /// Remove a registry directory that winfleet created and that is no
+    /// longer desired.
     RemoveRegistry {
         /// Registry directory name, as the node listed it.
         registry: &'a str,
+        /// Why the removal is held back (the mass-removal guard): the
+        /// apply reports it failed with this reason and removes nothing.
+        refused: Option<String>,
     },
     /// Set a managed environment variable.
     SetEnv {
@@ -52,17 +61,23 @@ impl Change<'_> {
     /// The change as displayed in plans and reports (secrets redacted).
     pub fn operation(&self, spec: &NodeSpec) -> Operation {
         match self {
-            Change::WriteFile { registry, file, observed } => {
+            Change::WriteFile { registry, file, observed, marked } => {
                 let path = node_path(spec.shell, &spec.registries_dir, &[registry, HOSTS_TOML]);
                 let diff = match observed {
                     None => crate::plan::unified_diff("node: absent", &format!("desired: {path}"), "", file.display()),
+                    Some(sum) if *sum == file.sha256() && !marked => format!(
+                        "sha256 {} as desired; the directory gets winfleet's marker ({REGISTRY_MARKER}): winfleet did \
+                         not create it, and adopts it\n",
+                        short(sum)
+                    ),
                     Some(sum) => format!("sha256 {} on the node, {} desired\n", short(sum), short(file.sha256())),
                 };
                 Operation::WriteFile { path, created: observed.is_none(), diff }
             }
-            Change::RemoveRegistry { registry } => {
-                Operation::RemoveRegistry { path: node_path(spec.shell, &spec.registries_dir, &[registry]) }
-            }
+            Change::RemoveRegistry { registry, refused } => Operation::RemoveRegistry {
+                path: node_path(spec.shell, &spec.registries_dir, &[registry]),
+                refused: refused.clone(),
+            },
             Change::SetEnv { name, value, from } => Operation::SetEnv {
                 name: (*name).to_owned(),
                 from: from.map(display_env_value),
@@ -101,9 +116,27 @@ pub fn is_entry_name(name: &str) -> bool {
     !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '\\', '\0'])
 }
 
-/// What must change on a node: files whose SHA-256 differs, registry
-/// directories that are not desired, environment variables whose value
-/// differs. Files first (by registry), then removals, then variables.
+/// The mass-removal guard over one node's registry directories: removing
+/// more than `max_percent` of them (and more than two) in one round is
+/// held back, as a deconfigure of too many instances is. A directory count
+/// that falls at once usually means a mirror set file went missing.
+pub fn registry_guard(removing: usize, keeping: usize, max_percent: u32) -> Option<String> {
+    let total = removing + keeping;
+    if removing <= 2 || removing * 100 <= max_percent as usize * total {
+        return None;
+    }
+    Some(format!(
+        "this revision would remove {removing} of the node's {total} registry directories ({}%), more than \
+         prune.maxRemovalPercent ({max_percent}%): none is removed until a commit restores the mirrors or raises the limit",
+        removing * 100 / total
+    ))
+}
+
+/// What must change on a node: files whose SHA-256 differs (or whose
+/// directory lacks winfleet's marker), registry directories winfleet
+/// created that are not desired (never a directory it merely finds), and
+/// environment variables whose value differs. Files first (by registry),
+/// then removals, then variables.
 pub fn plan_node<'a>(spec: &'a NodeSpec, facts: &'a NodeFacts) -> Vec<Change<'a>> {
     // NTFS ignores case: on PowerShell nodes `Quay.io` and `quay.io` are
     // one directory, which must be neither removed nor written twice.
@@ -114,20 +147,28 @@ pub fn plan_node<'a>(spec: &'a NodeSpec, facts: &'a NodeFacts) -> Vec<Change<'a>
     let observed: BTreeMap<String, Option<&str>> =
         facts.registries.iter().map(|(name, sum)| (fold(name), sum.as_deref())).collect();
     let desired: BTreeSet<String> = spec.registries.keys().map(|name| fold(name)).collect();
+    let marked: BTreeSet<String> = facts.marked.iter().map(|name| fold(name)).collect();
     let mut changes = Vec::new();
     for (registry, file) in &spec.registries {
         let observed = observed.get(&fold(registry)).copied().flatten();
-        if observed != Some(file.sha256()) {
-            changes.push(Change::WriteFile { registry, file, observed });
+        let marked = marked.contains(&fold(registry));
+        if observed != Some(file.sha256()) || !marked {
+            changes.push(Change::WriteFile { registry, file, observed, marked });
         }
     }
-    for registry in facts.registries.keys() {
-        // A name that was not valid UTF-8 cannot be addressed again; leave it.
-        let addressable = is_entry_name(registry) && !registry.contains(char::REPLACEMENT_CHARACTER);
-        if !desired.contains(&fold(registry)) && addressable {
-            changes.push(Change::RemoveRegistry { registry });
-        }
-    }
+    // A name that was not valid UTF-8 cannot be addressed again; leave it.
+    let removals: Vec<&str> = facts
+        .registries
+        .keys()
+        .filter(|name| is_entry_name(name) && !name.contains(char::REPLACEMENT_CHARACTER))
+        .filter(|name| !desired.contains(&fold(name)) && marked.contains(&fold(name)))
+        .map(String::as_str)
+        .collect();
+    let refused = match spec.leaving {
+        true => None,
+        false => registry_guard(removals.len(), spec.registries.len(), spec.max_removal_percent),
+    };
+    changes.extend(removals.into_iter().map(|registry| Change::RemoveRegistry { registry, refused: refused.clone() }));
     for name in MANAGED_ENVIRONMENT {
         let desired = spec.environment.get(name).map(String::as_str);
         let observed = facts.environment.get(name).map(String::as_str);
@@ -158,7 +199,12 @@ mod tests {
             services: Vec::new(),
             lifecycle: None,
             leaving: false,
+            max_removal_percent: 50,
         }
+    }
+
+    fn marked(names: &[&str]) -> BTreeSet<String> {
+        names.iter().map(|n| (*n).to_owned()).collect()
     }
 
     #[test]
@@ -166,6 +212,7 @@ mod tests {
         let spec = spec();
         let facts = NodeFacts {
             registries: spec.registries.iter().map(|(k, f)| (k.clone(), Some(f.sha256().to_owned()))).collect(),
+            marked: marked(&["a.io", "b.io"]),
             environment: spec.environment.clone(),
             ..NodeFacts::default()
         };
@@ -182,6 +229,7 @@ mod tests {
                 ("old.io".to_owned(), None),
                 ("..".to_owned(), None),
             ]),
+            marked: marked(&["a.io", "b.io", "old.io", ".."]),
             environment: BTreeMap::from([
                 ("HTTP_PROXY".to_owned(), "http://old:3128".to_owned()),
                 ("NO_PROXY".to_owned(), ".svc".to_owned()),
@@ -192,13 +240,76 @@ mod tests {
         assert_eq!(
             changes,
             vec![
-                Change::WriteFile { registry: "b.io", file: &spec.registries["b.io"], observed: Some("0000") },
-                Change::RemoveRegistry { registry: "old.io" },
+                Change::WriteFile {
+                    registry: "b.io",
+                    file: &spec.registries["b.io"],
+                    observed: Some("0000"),
+                    marked: true
+                },
+                Change::RemoveRegistry { registry: "old.io", refused: None },
                 Change::SetEnv { name: "HTTP_PROXY", value: "http://p:3128", from: Some("http://old:3128") },
                 Change::UnsetEnv { name: "NO_PROXY", from: ".svc" },
             ]
         );
         assert!(changes[2].needs_reboot() && !changes[0].needs_reboot());
+    }
+
+    #[test]
+    fn a_directory_winfleet_did_not_create_is_never_removed_and_a_desired_one_is_adopted() {
+        // The registries directory is `/` by mistake: /bin, /etc, /home …
+        // look like registries, and none holds winfleet's marker.
+        let mut spec = spec();
+        spec.registries_dir = "/".into();
+        spec.environment.clear();
+        let sum = spec.registries["a.io"].sha256().to_owned();
+        let facts = NodeFacts {
+            registries: BTreeMap::from([
+                ("a.io".to_owned(), Some(sum.clone())),
+                ("bin".to_owned(), None),
+                ("etc".to_owned(), None),
+                ("home".to_owned(), None),
+            ]),
+            ..NodeFacts::default()
+        };
+        let changes = plan_node(&spec, &facts);
+        assert!(!changes.iter().any(|c| matches!(c, Change::RemoveRegistry { .. })), "{changes:?}");
+        // a.io has the desired content but no marker: it is adopted.
+        let adopt =
+            Change::WriteFile { registry: "a.io", file: &spec.registries["a.io"], observed: Some(&sum), marked: false };
+        assert!(changes.contains(&adopt), "{changes:?}");
+        let Operation::WriteFile { diff, .. } = adopt.operation(&spec) else { unreachable!() };
+        assert!(diff.contains("adopts it"), "{diff}");
+    }
+
+    #[test]
+    fn the_mass_removal_guard_counts_registry_directories() {
+        let mut spec = spec();
+        spec.environment.clear();
+        let gone = ["c.io", "d.io", "e.io"];
+        let facts = NodeFacts {
+            registries: spec
+                .registries
+                .iter()
+                .map(|(k, f)| (k.clone(), Some(f.sha256().to_owned())))
+                .chain(gone.iter().map(|g| ((*g).to_owned(), None)))
+                .collect(),
+            marked: marked(&["a.io", "b.io", "c.io", "d.io", "e.io"]),
+            ..NodeFacts::default()
+        };
+        // 3 of 5 (60%) over a limit of 50%: every removal is held back.
+        let changes = plan_node(&spec, &facts);
+        assert_eq!(changes.len(), 3);
+        for change in &changes {
+            let Change::RemoveRegistry { refused: Some(reason), .. } = change else { panic!("{change:?}") };
+            assert!(reason.contains("remove 3 of the node's 5 registry directories (60%)"), "{reason}");
+        }
+        spec.max_removal_percent = 60;
+        assert!(plan_node(&spec, &facts).iter().all(|c| matches!(c, Change::RemoveRegistry { refused: None, .. })));
+        // A leaving node loses them all: the instance guard applied already.
+        spec.max_removal_percent = 0;
+        spec.leaving = true;
+        assert!(plan_node(&spec, &facts).iter().all(|c| matches!(c, Change::RemoveRegistry { refused: None, .. })));
+        assert_eq!(registry_guard(2, 0, 0), None, "two directories are never a mass removal");
     }
 
     #[test]
@@ -212,6 +323,7 @@ mod tests {
                 ("b.io".to_owned(), Some(spec.registries["b.io"].sha256().to_owned())),
                 ("bad\u{fffd}name".to_owned(), None),
             ]),
+            marked: marked(&["A.IO", "b.io", "bad\u{fffd}name"]),
             ..NodeFacts::default()
         };
         assert_eq!(plan_node(&spec, &facts), Vec::new());

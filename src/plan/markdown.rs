@@ -150,8 +150,11 @@ fn node_body(group: &super::NodeGroup) -> String {
             Operation::WriteFile { path, created, diff } => {
                 let _ = writeln!(body, "{} `{}`\n\n```diff\n{}```\n", if *created { "➕" } else { "✏️" }, path, diff);
             }
-            Operation::RemoveRegistry { path } => {
+            Operation::RemoveRegistry { path, refused: None } => {
                 let _ = writeln!(body, "➖ `{path}` (registry directory removed)\n");
+            }
+            Operation::RemoveRegistry { path, refused: Some(reason) } => {
+                let _ = writeln!(body, "⚠️ `{path}` (registry directory kept: {})\n", escape(reason));
             }
             Operation::SetEnv { name, from, to } => {
                 let from = from.as_ref().map_or_else(|| "(unset)".to_owned(), |f| format!("`{}`", escape(f)));

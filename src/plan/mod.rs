@@ -213,6 +213,9 @@ pub enum Operation {
     RemoveRegistry {
         /// Full path of the directory on the node.
         path: String,
+        /// Why the removal is held back (the mass-removal guard).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        refused: Option<String>,
     },
     /// Set a machine-scope environment variable (needs a safe reboot).
     SetEnv {
@@ -294,6 +297,14 @@ pub enum Operation {
         /// Node path.
         path: String,
     },
+    /// Remove what a crash left of winfleet's own: an upload's staging
+    /// directory or a write's temporary file.
+    RemoveLeftover {
+        /// Node path.
+        path: String,
+        /// Whether it is a staging directory (else a temporary file).
+        staging: bool,
+    },
     /// Remove winfleet's install record (the last step of a deconfigure).
     ForgetRecord,
     /// Stop a service before its files or definition change.
@@ -320,7 +331,10 @@ impl Operation {
     pub fn headline(&self) -> String {
         match self {
             Operation::WriteFile { path, created, .. } => format!("{} {path}", if *created { "+" } else { "~" }),
-            Operation::RemoveRegistry { path } => format!("- {path} (registry directory removed)"),
+            Operation::RemoveRegistry { path, refused: None } => format!("- {path} (registry directory removed)"),
+            Operation::RemoveRegistry { path, refused: Some(reason) } => {
+                format!("! {path} (registry directory kept: {reason})")
+            }
             Operation::SetEnv { name, from, to } => {
                 let from = from.as_ref().map_or_else(|| "(unset)".to_owned(), |f| format!("{f:?}"));
                 format!("~ environment {name}: {from} -> {to:?}")
@@ -343,6 +357,12 @@ impl Operation {
             Operation::RemoveFile { path } => format!("- {path} (installed for the node)"),
             Operation::RemoveCertificates { dir } => format!("- {dir}/kubelet-*.pem (the kubelet's certificates)"),
             Operation::RemoveDirectory { path } => format!("- {path}/ (created for the node; kept if not empty)"),
+            Operation::RemoveLeftover { path, staging: true } => {
+                format!("- {path}/ (staging left by an interrupted upload)")
+            }
+            Operation::RemoveLeftover { path, staging: false } => {
+                format!("- {path} (temporary file left by an interrupted write)")
+            }
             Operation::ForgetRecord => "- install record".to_owned(),
             Operation::StartService { name, why } => format!("▶ start service {name} ({why})"),
         }

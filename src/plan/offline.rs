@@ -147,7 +147,7 @@ pub fn operations(base: Option<&NodeSpec>, head: Option<&NodeSpec>) -> Vec<Opera
             })
         };
         for dir in b.registries.keys().filter(|d| !stays(d)) {
-            ops.push(Operation::RemoveRegistry { path: node_path(b.shell, &b.registries_dir, &[dir]) });
+            ops.push(Operation::RemoveRegistry { path: node_path(b.shell, &b.registries_dir, &[dir]), refused: None });
         }
     }
     ops.extend(lifecycle_operations(

@@ -25,6 +25,8 @@ pub struct NodeDirs<'a> {
     pub registries: &'a str,
     /// The environment drop-in directory (posix only).
     pub environment: Option<&'a str>,
+    /// The Fleet's `prune.maxRemovalPercent`.
+    pub max_removal_percent: u32,
 }
 
 /// The node spec for every node of one shell dialect.
@@ -48,5 +50,6 @@ pub fn node_spec(
         services: OBSERVED_SERVICES.map(str::to_owned).to_vec(),
         lifecycle: None,
         leaving: false,
+        max_removal_percent: dirs.max_removal_percent,
     }
 }

@@ -182,7 +182,7 @@ impl TestFleet {
     /// registries and environment directories relative to each node's home.
     pub fn fleet_yaml(&self) -> String {
         format!(
-            "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: test\nspec:\n  defaults:\n    username: {}\n    port: {}\n    shell: posix\n  registries:\n    posixDir: certs.d\n  environment:\n    posixDir: systemd\n",
+            "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: test\nspec:\n  lab:\n    allowLoopbackAddresses: true\n  defaults:\n    username: {}\n    port: {}\n    shell: posix\n  registries:\n    posixDir: certs.d\n  environment:\n    posixDir: systemd\n",
             self.user, self.port
         )
     }

@@ -55,6 +55,23 @@ pub struct FleetSpec {
     /// The services manifest in force and the posix unit directory.
     #[serde(default)]
     pub services: Services,
+    /// When set, every node directory above must be one of these or inside
+    /// one of them.
+    #[serde(default)]
+    pub allowed_directories: Vec<String>,
+    /// Settings for test labs, never for production.
+    #[serde(default)]
+    pub lab: Lab,
+}
+
+/// `spec.lab`: what only a lab needs.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Lab {
+    /// Accept loopback instance addresses (127.0.0.0/8, `localhost`): nodes
+    /// simulated on the machine that runs winfleet.
+    #[serde(default)]
+    pub allow_loopback_addresses: bool,
 }
 
 /// `spec.payload`: a relative path is relative to the SSH user's home.

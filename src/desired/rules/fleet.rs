@@ -2,9 +2,11 @@
 
 use std::time::Duration;
 
+use super::dirs::check_node_dir;
 use super::names::check_username;
 use crate::desired::Doc;
 use crate::desired::kinds::fleet::Fleet;
+use crate::desired::kinds::instances::Shell;
 use crate::desired::model::FleetSettings;
 use crate::desired::normalize_dir;
 use crate::diagnostic::Diagnostic;
@@ -22,7 +24,7 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
     let spec = &doc.value.spec;
     let mut error = |pointer: &str, message: String| diagnostics.push(doc.error(pointer, message));
     if let Some(username) = &spec.defaults.username {
-        match check_username(username) {
+        match check_username(username, spec.defaults.shell.unwrap_or(settings.default_shell)) {
             Ok(()) => settings.default_username = Some(username.clone()),
             Err(reason) => error("/spec/defaults/username", reason),
         }
@@ -35,20 +37,33 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
     if let Some(shell) = spec.defaults.shell {
         settings.default_shell = shell;
     }
-    for (pointer, value, slot) in [
-        ("/spec/registries/powershellDir", &spec.registries.powershell_dir, &mut settings.powershell_registries_dir),
-        ("/spec/registries/posixDir", &spec.registries.posix_dir, &mut settings.posix_registries_dir),
-        ("/spec/environment/posixDir", &spec.environment.posix_dir, &mut settings.posix_environment_dir),
-        ("/spec/payload/posixDir", &spec.payload.posix_dir, &mut settings.payload_posix_dir),
-        ("/spec/services/posixDir", &spec.services.posix_dir, &mut settings.services_posix_dir),
-    ] {
-        let Some(dir) = value else { continue };
+    for (i, dir) in spec.allowed_directories.iter().enumerate() {
         if dir.is_empty() || dir.chars().any(char::is_control) {
-            error(pointer, "the directory must be a non-empty path without control characters".into());
-        } else {
-            *slot = dir.clone();
+            error(
+                &format!("/spec/allowedDirectories/{i}"),
+                "must be a non-empty path without control characters".into(),
+            );
         }
     }
+    for (pointer, shell, value, slot) in [
+        (
+            "/spec/registries/powershellDir",
+            Shell::Powershell,
+            &spec.registries.powershell_dir,
+            &mut settings.powershell_registries_dir,
+        ),
+        ("/spec/registries/posixDir", Shell::Posix, &spec.registries.posix_dir, &mut settings.posix_registries_dir),
+        ("/spec/environment/posixDir", Shell::Posix, &spec.environment.posix_dir, &mut settings.posix_environment_dir),
+        ("/spec/payload/posixDir", Shell::Posix, &spec.payload.posix_dir, &mut settings.payload_posix_dir),
+        ("/spec/services/posixDir", Shell::Posix, &spec.services.posix_dir, &mut settings.services_posix_dir),
+    ] {
+        let Some(dir) = value else { continue };
+        match check_node_dir(shell, dir, &spec.allowed_directories) {
+            Ok(()) => *slot = dir.clone(),
+            Err(reason) => error(pointer, reason),
+        }
+    }
+    settings.allow_loopback = spec.lab.allow_loopback_addresses;
     for (pointer, value, slot) in [
         ("/spec/rollout/maxParallel", spec.rollout.max_parallel, &mut settings.max_parallel),
         ("/spec/rollout/maxUnavailable", spec.rollout.max_unavailable, &mut settings.max_unavailable),
@@ -100,7 +115,14 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
     }
     settings.suspend = spec.suspend;
     if let Some(branch) = &spec.status.branch {
-        if git2::Reference::is_valid_name(&format!("refs/heads/{branch}")) {
+        if branch == "HEAD" || branch.starts_with("refs/") {
+            error(
+                "/spec/status/branch",
+                format!(
+                    "{branch:?} is not a branch name: name the branch status is committed to, such as winfleet/status"
+                ),
+            );
+        } else if git2::Reference::is_valid_name(&format!("refs/heads/{branch}")) {
             settings.status_branch = branch.clone();
         } else {
             error("/spec/status/branch", format!("{branch:?} is not a valid Git branch name"));

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use super::names::{canonical_address, check_label_key, check_label_value, check_username};
+use super::names::{canonical_address, check_label_key, check_label_value, check_reachable, check_username};
 use crate::desired::Doc;
 use crate::desired::kinds::configmap::InstancesConfigMap;
 use crate::desired::kinds::instances::{Shell, Taint, WindowsInstanceList};
@@ -59,10 +59,10 @@ pub fn collect(
             ));
         }
         for (key, value) in doc.value.entries() {
-            let address = address((&doc.path, doc.index), Where::Key(key), key, &mut seen, diagnostics);
+            let address = address((&doc.path, doc.index), Where::Key(key), key, fleet, &mut seen, diagnostics);
             let pointer = || child("/data", key);
             let username = match value.split_once('=') {
-                Some(("username", name)) => match check_username(name) {
+                Some(("username", name)) => match check_username(name, fleet.default_shell) {
                     Ok(()) => Some(name.to_owned()),
                     Err(reason) => {
                         diagnostics.push(doc.error(pointer(), reason));
@@ -102,12 +102,12 @@ pub fn collect(
     for Doc { path, index, value, .. } in lists.iter_mut() {
         let doc = (&**path, *index);
         for (i, entry) in value.spec.instances.iter_mut().enumerate() {
-            let address = address(doc, Where::Item(i), &entry.address, &mut seen, diagnostics);
+            let address = address(doc, Where::Item(i), &entry.address, fleet, &mut seen, diagnostics);
             let at = || format!("/spec/instances/{i}");
             let username = match (&entry.username, &fleet.default_username) {
-                (Some(name), _) => {
-                    check_username(name).map(|()| name.clone()).map_err(|r| (format!("{}/username", at()), r))
-                }
+                (Some(name), _) => check_username(name, entry.shell.unwrap_or(fleet.default_shell))
+                    .map(|()| name.clone())
+                    .map_err(|r| (format!("{}/username", at()), r)),
                 (None, Some(default)) => Ok(default.clone()),
                 (None, None) => {
                     Err((at(), "missing username: set username here or spec.defaults.username in the Fleet".to_owned()))
@@ -175,11 +175,14 @@ fn address<'d>(
     doc: At<'d>,
     at: Where<'d>,
     written: &str,
+    fleet: &FleetSettings,
     seen: &mut Seen<'d>,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<String> {
-    let canonical =
-        canonical_address(written).map_err(|reason| diagnostics.push(error(doc, at.pointer(), reason))).ok()?;
+    let canonical = canonical_address(written)
+        .and_then(|canonical| check_reachable(&canonical, fleet.allow_loopback).map(|()| canonical))
+        .map_err(|reason| diagnostics.push(error(doc, at.pointer(), reason)))
+        .ok()?;
     if let Some((path, first)) = seen.0.get(&canonical) {
         let message = format!("instance {canonical} is listed twice: it is already in {path} at {}", first.pointer());
         diagnostics.push(error(doc, at.pointer(), message));

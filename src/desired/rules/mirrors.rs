@@ -57,6 +57,18 @@ fn check<'a, T>(
         } else if let Err(reason) = check_location(&entry.source, true) {
             diagnostics.push(doc.error(format!("{at}/source"), format!("source {:?} {reason}", entry.source)));
             ok = false;
+        } else if let Some(host) = entry.source.split('/').next().filter(|h| h.bytes().any(|b| b.is_ascii_uppercase()))
+        {
+            diagnostics.push(doc.error(
+                format!("{at}/source"),
+                format!(
+                    "source registry {host:?} must be written in lower case ({}): image references name registries \
+                     in lower case, and containerd looks a registry's directory up by that exact name, so this \
+                     mirror would never be used",
+                    host.to_ascii_lowercase()
+                ),
+            ));
+            ok = false;
         }
         if never && entry.mirrors.is_empty() {
             diagnostics.push(doc.error(format!("{at}/mirrors"), "NeverContactSource needs at least one mirror"));

@@ -1,6 +1,7 @@
 //! The fourth stage: semantic rules across documents, and assembly of the
 //! [`Desired`] state from documents that passed them.
 
+pub mod dirs;
 pub mod fleet;
 pub mod instances;
 pub mod machinesets;
@@ -41,8 +42,11 @@ pub fn check(mut docs: Documents, options: LoadOptions<'_>, diagnostics: &mut Ve
     let specs: BTreeMap<Shell, Arc<_>> = [Shell::Powershell, Shell::Posix]
         .into_iter()
         .map(|shell| {
-            let dirs =
-                render::NodeDirs { registries: fleet.registries_dir(shell), environment: fleet.environment_dir(shell) };
+            let dirs = render::NodeDirs {
+                registries: fleet.registries_dir(shell),
+                environment: fleet.environment_dir(shell),
+                max_removal_percent: fleet.max_removal_percent,
+            };
             let mut spec = render::node_spec(shell, dirs, &registries, &environment, options.pull_secret);
             if let (Some(manifest), Some(digest)) = (&manifest, &fleet.payload_digest) {
                 let dirs = LifecycleDirs {

@@ -3,6 +3,8 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use crate::desired::kinds::instances::Shell;
+
 /// Checks an instance address and returns its canonical form: an IPv4
 /// literal, or a DNS name in lower case without a trailing dot.
 pub fn canonical_address(address: &str) -> Result<String, String> {
@@ -33,6 +35,24 @@ pub fn canonical_address(address: &str) -> Result<String, String> {
         ));
     }
     Ok(name)
+}
+
+/// Refuses a canonical address no node can have: the unspecified address
+/// and multicast or broadcast addresses always, the loopback network unless
+/// the Fleet is a lab's (`spec.lab.allowLoopbackAddresses`).
+pub fn check_reachable(canonical: &str, allow_loopback: bool) -> Result<(), String> {
+    let ip = canonical.parse::<Ipv4Addr>().ok();
+    if ip.is_some_and(|ip| ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast()) {
+        return Err(format!("address {canonical} cannot be a node's: it is not the address of one host"));
+    }
+    let loopback = ip.map_or(canonical == "localhost" || canonical.ends_with(".localhost"), |ip| ip.is_loopback());
+    if loopback && !allow_loopback {
+        return Err(format!(
+            "address {canonical} is this machine's own loopback address, not a Windows node's \
+             (a lab that simulates nodes here sets spec.lab.allowLoopbackAddresses: true in the Fleet)"
+        ));
+    }
+    Ok(())
 }
 
 /// An RFC 1123 label (case-insensitive).
@@ -93,7 +113,7 @@ fn is_label_text(s: &str) -> bool {
 
 /// A username: not empty, no control characters (a `|` block scalar leaves
 /// a trailing newline, which WMCO would take as part of the name).
-pub fn check_username(username: &str) -> Result<(), String> {
+pub fn check_username(username: &str, shell: Shell) -> Result<(), String> {
     if username.is_empty() {
         return Err("username is empty".into());
     }
@@ -105,6 +125,31 @@ pub fn check_username(username: &str) -> Result<(), String> {
     }
     if username.trim() != username {
         return Err(format!("username {username:?} has leading or trailing spaces"));
+    }
+    match shell {
+        // Windows refuses these in account names; `DOMAIN\user` and
+        // `user@domain` (one of each at most) name domain accounts, which
+        // Windows' OpenSSH server accepts.
+        Shell::Powershell => {
+            if let Some(c) = username.chars().find(|c| "\"/[]:;|=,+*?<>".contains(*c)) {
+                return Err(format!(
+                    "username {username:?} contains {c:?}, which Windows does not allow in an account name"
+                ));
+            }
+            let domain_parts = |sep: char| username.split(sep).count() > 2 || username.split(sep).any(str::is_empty);
+            if (username.contains('@') && domain_parts('@')) || (username.contains('\\') && domain_parts('\\')) {
+                return Err(format!(
+                    "username {username:?} is not an account name: a domain account is written user@domain or DOMAIN\\user"
+                ));
+            }
+        }
+        // A posix account name: no blank, no `@` (ssh would take what
+        // follows for the host), no `:` or `/` (passwd's separators).
+        Shell::Posix => {
+            if let Some(c) = username.chars().find(|c| c.is_whitespace() || "@:/\\".contains(*c)) {
+                return Err(format!("username {username:?} contains {c:?}, which a posix account name cannot hold"));
+            }
+        }
     }
     Ok(())
 }
@@ -138,8 +183,39 @@ mod tests {
 
     #[test]
     fn usernames_reject_the_block_scalar_newline() {
-        assert!(check_username("Administrator").is_ok());
-        assert!(check_username("Administrator\n").unwrap_err().contains("|-"));
-        assert!(check_username("").is_err());
+        for shell in [Shell::Powershell, Shell::Posix] {
+            assert!(check_username("Administrator", shell).is_ok());
+            assert!(check_username("Administrator\n", shell).unwrap_err().contains("|-"));
+            assert!(check_username("", shell).is_err());
+        }
+    }
+
+    #[test]
+    fn usernames_hold_what_the_nodes_account_names_can() {
+        // Windows: spaces and domain accounts are account names; its
+        // refused characters are not.
+        for ok in ["John Smith", "admin@corp.example", r"CORP\admin", "capi"] {
+            assert_eq!(check_username(ok, Shell::Powershell), Ok(()), "{ok}");
+        }
+        for bad in ["a:b", "a/b", "a*", "a@b@c", "@corp", r"CORP\", "x<y"] {
+            assert!(check_username(bad, Shell::Powershell).is_err(), "{bad}");
+        }
+        // posix: no blank or @.
+        assert!(check_username("john smith", Shell::Posix).unwrap_err().contains("' '"));
+        assert!(check_username("admin@corp", Shell::Posix).unwrap_err().contains("'@'"));
+        assert_eq!(check_username("svc-win_1", Shell::Posix), Ok(()));
+    }
+
+    #[test]
+    fn no_node_has_the_unspecified_or_loopback_address_outside_a_lab() {
+        assert!(check_reachable("0.0.0.0", true).unwrap_err().contains("not the address of one host"));
+        assert!(check_reachable("255.255.255.255", true).is_err());
+        assert!(check_reachable("224.0.0.1", true).is_err());
+        for loopback in ["127.0.0.1", "127.1.2.3", "localhost", "node.localhost"] {
+            assert!(check_reachable(loopback, false).unwrap_err().contains("allowLoopbackAddresses"), "{loopback}");
+            assert_eq!(check_reachable(loopback, true), Ok(()));
+        }
+        assert_eq!(check_reachable("10.1.42.1", false), Ok(()));
+        assert_eq!(check_reachable("win-01.corp.example", false), Ok(()));
     }
 }

@@ -17,6 +17,16 @@ pub fn environment(docs: &[Doc<Proxy>], diagnostics: &mut Vec<Diagnostic>) -> BT
             format!("only one Proxy is allowed: {} already defines {}", first.path, first.value.metadata.name),
         ));
     }
+    if first.value.metadata.name != "cluster" {
+        diagnostics.push(first.error(
+            "/metadata/name",
+            format!(
+                "the Proxy must be named cluster, not {:?}: OpenShift reads the cluster-wide proxy from Proxy cluster \
+                 only, and winfleet gives Windows nodes the same one",
+                first.value.metadata.name
+            ),
+        ));
+    }
     let spec = &first.value.spec;
     let fields = [
         ("HTTP_PROXY", "/spec/httpProxy", &spec.http_proxy, &["http"][..]),
@@ -68,6 +78,9 @@ fn check_url(value: &str, schemes: &[&str]) -> Result<(), String> {
     }
     if url.host_str().is_none_or(str::is_empty) {
         return Err(format!("proxy URL {shown:?} has no host"));
+    }
+    if url.port() == Some(0) {
+        return Err(format!("proxy URL {shown:?} has port 0: write the proxy's port, from 1 to 65535"));
     }
     if !matches!(url.path(), "" | "/") || url.query().is_some() || url.fragment().is_some() {
         return Err(format!("proxy URL {shown:?} must be scheme://[user:password@]host[:port], without a path"));
