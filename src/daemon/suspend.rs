@@ -100,6 +100,9 @@ fn clean(reason: &str) -> String {
     }
 }
 
+/// The authentication scheme and the space after it.
+const BEARER: &[u8] = b"bearer ";
+
 /// The control token, read from a file (a mounted Secret).
 #[derive(Clone)]
 pub struct ControlToken(Vec<u8>);
@@ -121,10 +124,15 @@ impl ControlToken {
         Self(token.to_vec())
     }
 
-    /// Whether the request carries `Authorization: Bearer <token>`.
+    /// Whether the request carries `Authorization: Bearer <token>`. The
+    /// scheme is matched case-insensitively (RFC 9110, section 11.1:
+    /// `bearer` is as good as `Bearer`; issue 23, defect 11).
     pub fn admits(&self, headers: &HeaderMap) -> bool {
         let Some(value) = headers.get(axum::http::header::AUTHORIZATION) else { return false };
-        let Some(given) = value.as_bytes().strip_prefix(b"Bearer ") else { return false };
+        let Some((scheme, given)) = value.as_bytes().split_at_checked(BEARER.len()) else { return false };
+        if !scheme.eq_ignore_ascii_case(BEARER) {
+            return false;
+        }
         bool::from(self.0.as_slice().ct_eq(given.trim_ascii()))
     }
 }
@@ -167,5 +175,23 @@ mod tests {
         assert!(!with("Basic s3cret"));
         assert!(!token.admits(&HeaderMap::new()));
         assert_eq!(format!("{token:?}"), "ControlToken(<redacted>)");
+    }
+
+    #[test]
+    fn issue_23_the_bearer_scheme_is_case_insensitive() {
+        let token = ControlToken::new(b"s3cret");
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(axum::http::header::AUTHORIZATION, value.parse().unwrap());
+            token.admits(&headers)
+        };
+        // RFC 9110 section 11.1: the authentication scheme is case-insensitive.
+        for scheme in ["bearer", "BEARER", "bEaReR"] {
+            assert!(with(&format!("{scheme} s3cret")), "{scheme}");
+        }
+        assert!(with("Bearer  s3cret"), "one or more spaces separate the scheme");
+        assert!(!with("bearer s3cre"));
+        assert!(!with("bearers3cret"));
+        assert!(!with("bearer"));
     }
 }
