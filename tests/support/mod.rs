@@ -122,10 +122,12 @@ pub fn winfleet(args: &[&str]) -> (i32, String, String) {
     )
 }
 pub mod apiserver;
+pub mod containerd;
 pub mod daemon;
 pub mod fleet;
 pub mod fuzz;
 pub mod join;
 pub mod join_payload;
 pub mod kubelet;
+pub mod registry;
 pub mod remote;
