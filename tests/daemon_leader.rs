@@ -192,3 +192,53 @@ async fn a_suspension_sent_to_the_follower_holds_on_the_leader_and_survives_the_
     assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"));
     stop(b).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_23_a_follower_never_acts_on_a_forwarded_request_and_names_the_leader() {
+    use winfleet::daemon::forward::FORWARDED_HEADER;
+    use winfleet::daemon::suspend::{ANNOTATION, ControlToken};
+    let fleet = TestFleet::start(1);
+    let remote = remote(&fleet, "");
+    let api = ApiServer::new();
+    let with_token = |identity: &str| Config {
+        leader_election: elect(identity),
+        control_token: Some(ControlToken::new(b"control")),
+        ..config(&remote)
+    };
+    let cluster = || Some(Cluster { client: api.client(), url: "in-memory".into() });
+    let mut a = daemon::start(with_token("a"), cluster(), pool(&fleet)).await.unwrap();
+    assert_eq!(next(&mut a.records).await.kind, RoundKind::Commit);
+    let b = daemon::start(with_token("b"), cluster(), pool(&fleet)).await.unwrap();
+    wait_ready(&b).await;
+    hand_to_leader(&b).await;
+    let leader = format!("http://{}", a.webhook_addr.unwrap());
+
+    // A request that claims another replica forwarded it, with a valid
+    // control token: the follower neither suspends itself nor forwards.
+    let forged = [("Authorization", "Bearer control".to_owned()), (FORWARDED_HEADER, "a".to_owned())];
+    let (status, text) = post_to(b.webhook_addr.unwrap(), "/suspend", &forged, b"forged").await;
+    assert_eq!(status, 409, "{text}");
+    assert!(text.contains(&leader), "the answer names the leader: {text}");
+    let (status, text) = post_to(b.webhook_addr.unwrap(), "/resume", &forged, b"").await;
+    assert_eq!(status, 409, "{text}");
+
+    // A forwarded webhook is not handled by a follower either.
+    let body = br#"{"ref":"refs/heads/main","after":"0000000000000000000000000000000000000000"}"#;
+    let headers = [
+        ("X-GitHub-Event", "push".to_owned()),
+        ("X-Hub-Signature-256", github_signature(SECRET, body)),
+        (FORWARDED_HEADER, "a".to_owned()),
+    ];
+    let (status, text) = post_answer(b.webhook_addr.unwrap(), &headers, body).await;
+    assert_eq!(status, 409, "{text}");
+    assert!(text.contains(&leader), "{text}");
+
+    // The leader carries on, unsuspended.
+    let change = remote.push(&[("mirrors.yaml", &mirrors("mirror2.corp.example/quay"))], &[], "new mirror");
+    assert_eq!(push_hook(&a).await, 202);
+    while next_commit(&mut a).await.revision != change {}
+    assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"), "applied: not suspended");
+    assert!(lease(&api)["metadata"]["annotations"][ANNOTATION].is_null(), "{}", lease(&api));
+    stop(b).await;
+    stop(a).await;
+}

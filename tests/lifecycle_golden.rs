@@ -15,6 +15,7 @@ use winfleet::desired::kinds::instances::Shell;
 use winfleet::desired::services::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
 use winfleet::dialect::{self, ObserveList, powershell};
 use winfleet::lifecycle::facts::{Definition, FileFact, LifecycleFacts, ServiceFact};
+use winfleet::lifecycle::leftover::Leftover;
 use winfleet::lifecycle::material::{ClusterMaterial, render};
 use winfleet::lifecycle::plan::{Context, LifecycleChange, plan_lifecycle};
 use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, Mode, NodeFile};
@@ -129,6 +130,14 @@ fn facts(shell: Shell) -> NodeFacts {
     lifecycle.services.insert("containerd".into(), ServiceFact { state: ServiceState::Running, definition: Some(old) });
     lifecycle.variables.insert(("kubelet".into(), "NODE_IP".into()), Ok("10.0.0.5".into()));
     lifecycle.files.insert("ignored".into(), FileFact::Absent);
+    // What a crash left: a staging directory no upload of the round goes
+    // through, and a write's temporary file.
+    let (staging, temporary) = match shell {
+        Shell::Powershell => (r"C:\k\cni\.winfleet-staging", r"C:\k\.kubelet.conf.winfleet-tmp"),
+        Shell::Posix => ("payload/.winfleet-staging", "/etc/systemd/system/.kubelet.service.winfleet-tmp"),
+    };
+    lifecycle.leftovers.insert(staging.into(), Leftover::Staging);
+    lifecycle.leftovers.insert(temporary.into(), Leftover::Temporary);
     NodeFacts { lifecycle, ..NodeFacts::default() }
 }
 
@@ -149,10 +158,11 @@ fn scripts(shell: Shell) -> Vec<(&'static str, String)> {
             LifecycleChange::WriteGenerated { .. } => "generated",
             LifecycleChange::Define { .. } => "define",
             LifecycleChange::Start { .. } => "start",
+            LifecycleChange::RemoveLeftover { .. } => "leftover",
             _ => "remove",
         })
         .collect();
-    for kind in ["stop", "mkdir", "upload", "generated", "define", "start"] {
+    for kind in ["stop", "mkdir", "upload", "generated", "define", "start", "leftover"] {
         assert!(kinds.contains(&kind), "the golden plan covers {kind}: {kinds:?}");
     }
     let indexed: Vec<(usize, &LifecycleChange<'_>)> = plan.changes.iter().enumerate().collect();

@@ -10,7 +10,11 @@
 //! own), so a forwarded request is exactly as trustworthy as a direct one.
 //! A forwarded request carries [`FORWARDED_HEADER`] and is never forwarded
 //! again, so two replicas that both believe the other leads cannot bounce
-//! a request between them.
+//! a request between them. Nor does a follower ever act on one (the header
+//! is easily forged, and a follower that suspended itself would answer 200
+//! while the leader carried on; issue 23, defect 12): only the leader
+//! handles it, a follower answers 409 naming the leader it knows
+//! ([`Route::NotLeading`]).
 //!
 //! When forwarding fails (no leader known, the leader unreachable or
 //! refusing), the follower still answers 202: the leader sees the change at
@@ -77,16 +81,30 @@ pub enum ForwardError {
     },
 }
 
-/// Where a verified webhook goes.
+/// Where a verified webhook or control request goes.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Route {
-    /// Handle it here: this replica leads, runs without an election, or
-    /// the request was already forwarded once.
+    /// Handle it here: this replica leads.
     Here,
     /// Hand it to the leader at this URL.
     Leader(String),
     /// A follower that knows no leader to hand it to.
     NoLeader,
+    /// A follower received a forwarded request: it neither handles it nor
+    /// forwards it again, and answers 409 with the leader's URL when it
+    /// knows one.
+    NotLeading(Option<String>),
+}
+
+impl Route {
+    /// The answer to a forwarded request a follower does not act on.
+    pub fn not_leading_message(leader: Option<&str>) -> String {
+        let refusal = "this replica does not lead and does not act on a forwarded request";
+        match leader {
+            Some(url) => format!("{refusal}; the leader is at {url}"),
+            None => format!("{refusal}; no leader is known yet, try again"),
+        }
+    }
 }
 
 impl Forwarder {
@@ -101,14 +119,16 @@ impl Forwarder {
         Self { leading, leader_webhook, own, identity, client }
     }
 
-    /// Where a verified webhook with these headers goes.
+    /// Where a verified request with these headers goes.
     pub fn route(&self, headers: &HeaderMap) -> Route {
-        if headers.contains_key(FORWARDED_HEADER) || *self.leading.borrow() {
+        if *self.leading.borrow() {
             return Route::Here;
         }
-        match self.leader_webhook.borrow().as_ref() {
-            Some(url) if Some(url) != self.own.as_ref() => Route::Leader(url.clone()),
-            _ => Route::NoLeader,
+        let leader = self.leader_webhook.borrow().as_ref().filter(|url| Some(*url) != self.own.as_ref()).cloned();
+        match leader {
+            _ if headers.contains_key(FORWARDED_HEADER) => Route::NotLeading(leader),
+            Some(url) => Route::Leader(url),
+            None => Route::NoLeader,
         }
     }
 
@@ -195,10 +215,16 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_forwarded_request_is_never_forwarded_again() {
+    async fn a_forwarded_request_is_never_forwarded_again_and_only_the_leader_acts_on_it() {
         let mut headers = HeaderMap::new();
         headers.insert(FORWARDED_HEADER, "winfleet-1-fghij".parse().unwrap());
-        assert_eq!(forwarder(false, Some("http://10.0.0.2:8080")).route(&headers), Route::Here);
+        let leader = Some("http://10.0.0.2:8080".to_owned());
+        assert_eq!(forwarder(false, leader.as_deref()).route(&headers), Route::NotLeading(leader.clone()));
+        assert_eq!(forwarder(false, None).route(&headers), Route::NotLeading(None));
+        assert_eq!(forwarder(false, Some("http://10.0.0.1:8080")).route(&headers), Route::NotLeading(None));
+        assert_eq!(forwarder(true, leader.as_deref()).route(&headers), Route::Here);
+        let text = Route::not_leading_message(leader.as_deref());
+        assert!(text.ends_with("the leader is at http://10.0.0.2:8080"), "{text}");
     }
 
     #[test]

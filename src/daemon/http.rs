@@ -109,13 +109,14 @@ async fn receive(
     body: Result<Bytes, BytesRejection>,
 ) -> (StatusCode, String) {
     let bytes = body.as_ref().ok().cloned();
-    let mut answered = answer(&state, &headers, body);
+    let route = state.forward.as_ref().map(|forwarder| forwarder.route(&headers));
+    let mut answered = answer(&state, &headers, body, route.as_ref());
     if let (ACCEPTED, Some(git_sync)) = (answered.0, &state.git_sync) {
         // This pod's sidecar fetches now, whether this replica leads or not.
         nudge(Arc::clone(git_sync)).await;
     }
-    if let ((ACCEPTED, ..), Some(forwarder), Some(bytes)) = (&answered, &state.forward, bytes)
-        && let Some(handed) = hand_over(forwarder, &headers, bytes).await
+    if let ((ACCEPTED, ..), Some(forwarder), Some(route), Some(bytes)) = (&answered, &state.forward, route, bytes)
+        && let Some(handed) = hand_over(forwarder, route, &headers, bytes).await
     {
         answered = handed;
     }
@@ -129,11 +130,13 @@ async fn receive(
 /// the change at its next poll).
 async fn hand_over(
     forwarder: &Forwarder,
+    route: Route,
     headers: &HeaderMap,
     body: Bytes,
 ) -> Option<(&'static str, StatusCode, String)> {
-    match forwarder.route(headers) {
-        Route::Here => None,
+    match route {
+        // A forwarded request on a follower was refused before it was accepted.
+        Route::Here | Route::NotLeading(_) => None,
         Route::NoLeader => {
             tracing::warn!(
                 "webhook accepted by a follower that knows no leader; the leader sees the change at its next poll"
@@ -176,10 +179,14 @@ async fn nudge(git_sync: Arc<GitSyncSignal>) {
     }
 }
 
+/// The answer to one webhook request: verified, then (when it asks for a
+/// round) sent down the trigger channel, unless it is a forwarded request
+/// reaching a follower, which never acts on one.
 fn answer(
     state: &HttpState,
     headers: &HeaderMap,
     body: Result<Bytes, BytesRejection>,
+    route: Option<&Route>,
 ) -> (&'static str, StatusCode, String) {
     let body = match body {
         Ok(body) => body,
@@ -198,6 +205,13 @@ fn answer(
     };
     match webhook::verify(config, headers, &body) {
         Verdict::Trigger => {
+            if let Some(Route::NotLeading(leader)) = route {
+                tracing::warn!(
+                    leader = leader.as_deref().unwrap_or("unknown"),
+                    "forwarded webhook refused: this replica does not lead"
+                );
+                return ("ignored", StatusCode::CONFLICT, Route::not_leading_message(leader.as_deref()));
+            }
             let received = tokio::time::Instant::now();
             if state.triggers.send(Trigger::Webhook { received }).is_err() {
                 tracing::warn!("webhook verified, but the daemon loop has stopped");
@@ -234,7 +248,8 @@ async fn resume(State(state): State<HttpState>, headers: HeaderMap, body: Bytes)
     control(&state, &headers, "/resume", None, body).await
 }
 
-/// Suspends or resumes here, or hands the request to the leader.
+/// Suspends or resumes here, or hands the request to the leader; a
+/// follower never acts on a forwarded request (409, naming the leader).
 async fn control(
     state: &HttpState,
     headers: &HeaderMap,
@@ -255,6 +270,14 @@ async fn control(
             Route::Here => {}
             Route::NoLeader => {
                 return (StatusCode::SERVICE_UNAVAILABLE, "no leader is known yet; try again".to_owned());
+            }
+            Route::NotLeading(leader) => {
+                tracing::warn!(
+                    path,
+                    leader = leader.as_deref().unwrap_or("unknown"),
+                    "forwarded control request refused: this replica does not lead"
+                );
+                return (StatusCode::CONFLICT, Route::not_leading_message(leader.as_deref()));
             }
             Route::Leader(url) => {
                 return match forwarder.forward(&url, path, headers, body).await {

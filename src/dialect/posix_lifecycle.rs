@@ -12,6 +12,11 @@
 //! Uploads land in `<dir>/.winfleet-staging/<name>` (same directory, so the
 //! final `mv` is a rename): the apply part checks each staged file's
 //! SHA-256, records it, and moves the good ones into place together.
+//!
+//! The observation also looks for what a crash left of winfleet's own next
+//! to the files winfleet writes (the spec's, then the install record's):
+//! a staging directory, a `.<name>.winfleet-tmp` temporary file
+//! ([`crate::lifecycle::leftover`]).
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -19,11 +24,12 @@ use std::fmt::Write;
 use super::b64;
 use crate::desired::kinds::instances::Shell;
 use crate::lifecycle::LifecycleSpec;
+use crate::lifecycle::leftover::Leftover;
 use crate::lifecycle::plan::LifecycleChange;
 use crate::lifecycle::record::{HEADER, record_path};
 
 /// The staging directory of uploads into `dir`.
-pub const STAGING: &str = ".winfleet-staging";
+pub use crate::lifecycle::leftover::STAGING;
 
 /// `(directory, file name)` of a node path.
 pub fn split(path: &str, shell: Shell) -> (&str, &str) {
@@ -82,23 +88,46 @@ pub fn observe(spec: &LifecycleSpec, list: &ObserveList) -> String {
     );
     s.push_str(OBSERVE);
     if list.record {
-        let _ = writeln!(
-            s,
-            "recf=$(d '{}'; printf x); recf=${{recf%x}}\nif [ -f \"$recf\" ]; then t lrecord \"$(cat -- \"$recf\")\"; fi",
-            b64(record_path(Shell::Posix))
-        );
+        let _ =
+            writeln!(s, "recf=$(d '{}'; printf x); recf=${{recf%x}}\n{RECORD_OBSERVE}", b64(record_path(Shell::Posix)));
     }
     s
 }
 
+/// The install record, and the leftovers next to what it names (a
+/// recorded staging directory counts as its parent's).
+const RECORD_OBSERVE: &str = r#"if [ -f "$recf" ]; then
+  t lrecord "$(cat -- "$recf")"
+  while IFS= read -r l; do
+    case $l in
+    "dir "*) p=${l#dir }; case $p in */.winfleet-staging) p=${p%/*} ;; esac; lod "$p" ;;
+    "file "*) l=${l#file }; lof "${l#* }" ;;
+    esac
+  done <"$recf"
+fi"#;
+
+/// `lod DIR`: DIR's staging directory, once per directory; `lof PATH`: the
+/// staging directory and temporary file of a file winfleet writes. A
+/// symbolic link is never winfleet's.
 const OBSERVE: &str = r#"tab='	'
 t home "$HOME"
+lseen=
+lod() {
+  case $nl$lseen in *"$nl$1$nl"*) return ;; esac
+  lseen="$lseen$1$nl"
+  if [ -d "$1/.winfleet-staging" ] && [ ! -L "$1/.winfleet-staging" ]; then t lleft "$1/.winfleet-staging" staging; fi
+}
+lof() {
+  lp=${1%/*}; [ "$lp" = "$1" ] && lp=.
+  lod "$lp"; lp="$lp/.${1##*/}.winfleet-tmp"
+  if [ -f "$lp" ] && [ ! -L "$lp" ]; then t lleft "$lp" temp; fi
+}
 set --; fk=; svcs=
 while IFS="$tab" read -r k a b c; do
   case $k in
   D) if [ -d "$a" ]; then t ldir "$a" present; else t ldir "$a" absent; fi ;;
-  F) if [ -f "$a" ]; then set -- "$@" "$a"; fk="$fk$b$nl"; else t lfile "$a" absent; fi ;;
-  S) svcs="$svcs$a$nl" ;;
+  F) lof "$a"; if [ -f "$a" ]; then set -- "$@" "$a"; fk="$fk$b$nl"; else t lfile "$a" absent; fi ;;
+  S) lof "$units/$a.service"; svcs="$svcs$a$nl" ;;
   P) if out=$(d "$c" | /bin/sh 2>/dev/null); then t lvar "$a" "$b" ok "$out"
      else e=$(d "$c" | /bin/sh 2>&1 >/dev/null); t lvar "$a" "$b" err "${e:-the script failed}"; fi ;;
   esac
@@ -202,6 +231,7 @@ WINFLEET_MD
 /// (then one daemon-reload and enable), starts.
 pub fn apply(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) -> String {
     let (mut stops, mut files, mut units, mut starts) = (String::new(), String::new(), String::new(), String::new());
+    let mut leftovers = String::new();
     let mut uploads: BTreeMap<&str, String> = BTreeMap::new();
     for (i, change) in changes {
         match change {
@@ -260,6 +290,13 @@ pub fn apply(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) ->
             LifecycleChange::RemoveDir { path } => {
                 let _ = writeln!(files, "rmd {i} '{}'", b64(path));
             }
+            LifecycleChange::RemoveLeftover { path, kind } => {
+                let kind = match kind {
+                    Leftover::Staging => "staging",
+                    Leftover::Temporary => "temp",
+                };
+                let _ = writeln!(leftovers, "rmleft {i} '{}' {kind}", b64(path));
+            }
             LifecycleChange::ForgetRecord => {
                 let _ = writeln!(files, "forget {i}");
             }
@@ -270,6 +307,7 @@ pub fn apply(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) ->
     let _ = writeln!(s, "unitsdir=$(v '{}'); unitsdir=${{unitsdir%x}}", b64(spec.units_dir.as_deref().unwrap_or(".")));
     s.push_str(HELPERS);
     s.push_str(&stops);
+    s.push_str(&leftovers);
     for (dir, list) in &uploads {
         let _ = writeln!(s, "fin '{}' '{}'", b64(dir), b64(list));
     }
@@ -302,6 +340,19 @@ rmd() {
   idx=$1; p=$(v "$2"); p=${p%x}
   if [ ! -d "$p" ]; then o unchanged; elif [ -n "$(ls -A -- "$p" 2>/dev/null)" ]; then o unchanged
   elif err=$(rmdir -- "$p" 2>&1); then o applied; else o failed "$err"; fi
+}
+rmleft() {
+  idx=$1; p=$(v "$2"); p=${p%x}
+  if [ -L "$p" ]; then o failed "not removed: $p is a symbolic link, not winfleet's"; return; fi
+  if [ "$3" = temp ]; then
+    if [ ! -f "$p" ]; then o unchanged; elif err=$(rm -f -- "$p" 2>&1); then o applied; else o failed "$err"; fi
+    return
+  fi
+  if [ ! -d "$p" ]; then o unchanged; return; fi
+  set --
+  for f in "$p"/* "$p"/.[!.]* "$p"/..?*; do if [ -f "$f" ] || [ -L "$f" ]; then set -- "$@" "$f"; fi; done
+  if [ "$#" -gt 0 ] && ! err=$(rm -f -- "$@" 2>&1); then o failed "$err"; return; fi
+  if err=$(rmdir -- "$p" 2>&1); then o applied; else o failed "$err"; fi
 }
 forget() {
   idx=$1

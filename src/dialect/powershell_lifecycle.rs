@@ -10,6 +10,12 @@
 //! `OpenShift managed <name>` and the start type automatic. Pre-scripts run
 //! in this PowerShell session with the process execution policy set to
 //! Bypass, as WMCO's WICD runs them (`-ExecutionPolicy Bypass`).
+//!
+//! The observation also looks for what a crash left of winfleet's own next
+//! to the files winfleet writes (the spec's, then the install record's): a
+//! staging directory, a `.<name>.winfleet-tmp` temporary file, a
+//! `<path>.winfleet-old` backup of `File.Replace`
+//! ([`crate::lifecycle::leftover`]); a reparse point is never winfleet's.
 
 use std::fmt::Write;
 
@@ -20,6 +26,7 @@ use super::posix_lifecycle::{ObserveList, STAGING, split};
 use crate::desired::kinds::instances::Shell;
 use crate::lifecycle::LifecycleSpec;
 use crate::lifecycle::facts::Definition;
+use crate::lifecycle::leftover::Leftover;
 use crate::lifecycle::plan::LifecycleChange;
 use crate::lifecycle::record::{HEADER, record_path};
 
@@ -36,19 +43,57 @@ pub fn observe(spec: &LifecycleSpec, list: &ObserveList) -> String {
     s.push_str(OBSERVE);
     if list.record {
         let _ = writeln!(s, "  $rec = ConvertFrom-WfBase64 '{}'", b64(record_path(Shell::Powershell)));
-        s.push_str(
-            "  if ([System.IO.File]::Exists($rec)) { Write-WfToken 'lrecord' ([System.IO.File]::ReadAllText($rec)) }\n",
-        );
+        s.push_str(RECORD_OBSERVE);
     }
     s
 }
 
+/// The install record, and the leftovers next to what it names (a
+/// recorded staging directory counts as its parent's).
+const RECORD_OBSERVE: &str = r#"  if ([System.IO.File]::Exists($rec)) {
+    Write-WfToken 'lrecord' ([System.IO.File]::ReadAllText($rec))
+    foreach ($l in [System.IO.File]::ReadAllLines($rec)) {
+      if ($l.StartsWith('dir ', [System.StringComparison]::Ordinal)) {
+        $p = $l.Substring(4)
+        if ([System.IO.Path]::GetFileName($p) -eq '.winfleet-staging') { $p = [System.IO.Path]::GetDirectoryName($p) }
+        Find-WfStaging $p
+      } elseif ($l.StartsWith('file ', [System.StringComparison]::Ordinal)) {
+        $r = $l.Substring(5); $j = $r.IndexOf(' ')
+        if ($j -ge 0) { Find-WfLeftovers ($r.Substring($j + 1)) }
+      }
+    }
+  }
+"#;
+
+/// `Find-WfStaging DIR`: DIR's staging directory, once per directory;
+/// `Find-WfLeftovers PATH`: the staging directory, temporary file and
+/// backup of a file winfleet writes. A check that fails reports nothing.
 const OBSERVE: &str = r#"  Set-ExecutionPolicy -Scope Process -ExecutionPolicy Bypass -Force
   Write-WfToken 'home' ([string]$env:USERPROFILE)
+  $wfSeen = @{}
+  function Test-WfOwn([string]$p) { (([int][System.IO.File]::GetAttributes($p)) -band 1024) -eq 0 }
+  function Find-WfStaging([string]$dir) {
+    if ([string]::IsNullOrEmpty($dir) -or $wfSeen.ContainsKey($dir)) { return }
+    $wfSeen[$dir] = $true
+    try {
+      $p = [System.IO.Path]::Combine($dir, '.winfleet-staging')
+      if ([System.IO.Directory]::Exists($p) -and (Test-WfOwn $p)) { Write-WfToken 'lleft' $p 'staging' }
+    } catch {}
+  }
+  function Find-WfLeftovers([string]$path) {
+    try {
+      $dir = [System.IO.Path]::GetDirectoryName($path)
+      Find-WfStaging $dir
+      foreach ($p in @([System.IO.Path]::Combine($dir, '.' + [System.IO.Path]::GetFileName($path) + '.winfleet-tmp'), ($path + '.winfleet-old'))) {
+        if ([System.IO.File]::Exists($p) -and (Test-WfOwn $p)) { Write-WfToken 'lleft' $p 'temp' }
+      }
+    } catch {}
+  }
   foreach ($d in @($lc.dirs)) {
     if ([System.IO.Directory]::Exists($d)) { Write-WfToken 'ldir' $d 'present' } else { Write-WfToken 'ldir' $d 'absent' }
   }
   foreach ($f in @($lc.files)) {
+    Find-WfLeftovers $f.p
     $fi = New-Object System.IO.FileInfo $f.p
     if (-not $fi.Exists) { Write-WfToken 'lfile' $f.p 'absent'; continue }
     $key = '{0}:{1}:{2}' -f $fi.Length, $fi.CreationTimeUtc.Ticks, $fi.LastWriteTimeUtc.Ticks
@@ -131,6 +176,7 @@ pub fn prepare(changes: &[(usize, &LifecycleChange<'_>)]) -> Option<String> {
 /// service definitions, starts.
 pub fn apply(changes: &[(usize, &LifecycleChange<'_>)]) -> String {
     let (mut stops, mut files, mut services, mut starts) = (String::new(), String::new(), String::new(), String::new());
+    let mut leftovers = String::new();
     let mut uploads: Vec<serde_json::Value> = Vec::new();
     for (i, change) in changes {
         match change {
@@ -193,6 +239,13 @@ pub fn apply(changes: &[(usize, &LifecycleChange<'_>)]) -> String {
             LifecycleChange::RemoveDir { path } => {
                 let _ = writeln!(files, "Remove-WfEmptyDirectory {i} (ConvertFrom-WfBase64 '{}')", b64(path));
             }
+            LifecycleChange::RemoveLeftover { path, kind } => {
+                let kind = match kind {
+                    Leftover::Staging => "staging",
+                    Leftover::Temporary => "temp",
+                };
+                let _ = writeln!(leftovers, "Remove-WfLeftover {i} (ConvertFrom-WfBase64 '{}') '{kind}'", b64(path));
+            }
             LifecycleChange::ForgetRecord => {
                 let _ = writeln!(files, "Remove-WfRecord {i}");
             }
@@ -202,6 +255,7 @@ pub fn apply(changes: &[(usize, &LifecycleChange<'_>)]) -> String {
     let mut s = record_setup();
     s.push_str(HELPERS);
     s.push_str(&stops);
+    s.push_str(&leftovers);
     if !uploads.is_empty() {
         let _ = writeln!(
             s,
@@ -251,6 +305,18 @@ function Remove-WfEmptyDirectory($i, [string]$path) {
     if (-not [System.IO.Directory]::Exists($path)) { Write-WfToken 'op' $i 'unchanged'; return }
     if (@([System.IO.Directory]::EnumerateFileSystemEntries($path)).Count -gt 0) { Write-WfToken 'op' $i 'unchanged'; return }
     [System.IO.Directory]::Delete($path)
+    Write-WfToken 'op' $i 'applied'
+  } catch { Write-WfFailure $i $_.Exception.Message }
+}
+function Remove-WfLeftover($i, [string]$path, [string]$kind) {
+  try {
+    if ($kind -eq 'staging') { $there = [System.IO.Directory]::Exists($path) } else { $there = [System.IO.File]::Exists($path) }
+    if (-not $there) { Write-WfToken 'op' $i 'unchanged'; return }
+    if ((([int][System.IO.File]::GetAttributes($path)) -band 1024) -ne 0) { throw ('not removed: ' + $path + ' is a reparse point, not winfleet''s') }
+    if ($kind -eq 'staging') {
+      foreach ($f in [System.IO.Directory]::GetFiles($path)) { [System.IO.File]::Delete($f) }
+      [System.IO.Directory]::Delete($path)
+    } else { [System.IO.File]::Delete($path) }
     Write-WfToken 'op' $i 'applied'
   } catch { Write-WfFailure $i $_.Exception.Message }
 }

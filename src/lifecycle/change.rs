@@ -2,6 +2,7 @@
 //! dialects carry them out.
 
 use super::facts::Definition;
+use super::leftover::Leftover;
 use super::{GeneratedFile, NodeFile, ServiceSpec};
 use crate::plan::Operation;
 
@@ -68,6 +69,14 @@ pub enum LifecycleChange<'a> {
         /// Node path.
         path: &'a str,
     },
+    /// Remove what a crash left of winfleet's own: an upload's staging
+    /// directory (with the partial files in it) or a write's temporary file.
+    RemoveLeftover {
+        /// Node path.
+        path: &'a str,
+        /// Which of the two.
+        kind: Leftover,
+    },
     /// Deconfigure: remove the install record itself, last, and only when
     /// every removal before it in the same script succeeded.
     ForgetRecord,
@@ -109,6 +118,9 @@ impl LifecycleChange<'_> {
             LifecycleChange::RemoveFile { path } => Operation::RemoveFile { path: (*path).to_owned() },
             LifecycleChange::RemoveCerts { dir } => Operation::RemoveCertificates { dir: (*dir).to_owned() },
             LifecycleChange::RemoveDir { path } => Operation::RemoveDirectory { path: (*path).to_owned() },
+            LifecycleChange::RemoveLeftover { path, kind } => {
+                Operation::RemoveLeftover { path: (*path).to_owned(), staging: *kind == Leftover::Staging }
+            }
             LifecycleChange::ForgetRecord => Operation::ForgetRecord,
         }
     }

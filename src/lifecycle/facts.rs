@@ -11,6 +11,7 @@
 //! lsvc <name> <state> win <image> <description> <deps> <start> Windows: the service's registry values
 //! lvar <service> <variable> ok <value> | err <message>          a pre-script's output
 //! lrecord <content>                  winfleet's install record
+//! lleft <path> staging|temp          a crash's leftover of winfleet's own ([`super::leftover`])
 //! ```
 //!
 //! Hashing every payload file in every observation would cost a node its
@@ -22,6 +23,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::leftover::Leftover;
 use super::record::InstallRecord;
 use crate::node::facts::{ReportError, ServiceState, Tokens};
 
@@ -42,6 +44,9 @@ pub struct LifecycleFacts {
     pub variables: BTreeMap<(String, String), Result<String, String>>,
     /// winfleet's install record, if the node has one (and it was asked for).
     pub record: Option<InstallRecord>,
+    /// What a crash left of winfleet's own (staging directories, temporary
+    /// files), by node path.
+    pub leftovers: BTreeMap<String, Leftover>,
 }
 
 /// A file as observed.
@@ -189,6 +194,10 @@ pub(crate) fn read_token<'a>(
             facts.variables.insert((service, variable), value);
         }
         "lrecord" => facts.record = Some(super::record::parse(tokens.next()?)),
+        "lleft" => {
+            let path = tokens.next()?.to_owned();
+            facts.leftovers.insert(path, Leftover::parse(tokens.next()?));
+        }
         _ => return Ok(false),
     }
     Ok(true)

@@ -13,12 +13,14 @@
 //!   definition a node should have (a systemd unit, a Windows service).
 //! - [`plan`]: the pure lifecycle plan of one node.
 //! - [`record`]: winfleet's install record on the node.
+//! - [`leftover`]: what a crash left of winfleet's own, and its removal.
 //!
 //! Which part of the lifecycle a round may touch depends on the node's
 //! [`Mode`], decided from the cluster (the Node and its version annotation).
 
 mod change;
 pub mod facts;
+pub mod leftover;
 pub mod material;
 pub mod plan;
 pub mod record;

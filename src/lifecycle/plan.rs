@@ -3,7 +3,8 @@
 //! keeps only what differs. Pure.
 //!
 //! Order, and why: services that must stop (dependents first: a binary in
-//! use cannot be replaced on Windows), then directories, payload uploads,
+//! use cannot be replaced on Windows), what a crash left of winfleet's own
+//! ([`super::leftover`]), then directories, payload uploads,
 //! generated files, service definitions, and the starts in priority order
 //! (bootstrap services first). A service is started when it should run and
 //! does not, and restarted when its definition or a file its command line
@@ -16,9 +17,10 @@ use serde_json::Value;
 
 pub use super::change::LifecycleChange;
 use super::facts::LifecycleFacts;
+use super::leftover::removals;
 use super::removal::{deconfigure, stale};
 use super::resolve::{self, same_definition};
-use super::{LifecycleSpec, Mode, ServiceSpec};
+use super::{LifecycleSpec, Mode, NodeFile, ServiceSpec};
 use crate::desired::kinds::instances::Shell;
 use crate::node::facts::ServiceState;
 
@@ -100,9 +102,18 @@ pub fn plan_lifecycle<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts, ct
         LifecycleChange::WriteGenerated { file, .. } => !blocked.contains(&file.path.as_str()),
         _ => true,
     });
+    let uploads: Vec<&NodeFile> = body
+        .iter()
+        .filter_map(|c| match c {
+            LifecycleChange::Upload { file, .. } => Some(*file),
+            _ => None,
+        })
+        .collect();
+    let leftovers = removals(spec, facts, &uploads);
     let (stale_services, stale_files) = stale(spec, facts, ctx.mode);
     plan.changes = stale_services;
     plan.changes.extend(services.stops);
+    plan.changes.extend(leftovers);
     plan.changes.extend(body);
     plan.changes.extend(stale_files);
     plan.changes.extend(services.defines);

@@ -90,6 +90,9 @@ fn after(spec: &LifecycleSpec, facts: &LifecycleFacts, changes: &[LifecycleChang
                 facts.dirs.remove(*path);
             }
             LifecycleChange::RemoveCerts { .. } => {}
+            LifecycleChange::RemoveLeftover { path, .. } => {
+                facts.leftovers.remove(*path);
+            }
             LifecycleChange::ForgetRecord => facts.record = None,
         }
     }
@@ -113,6 +116,7 @@ fn names(changes: &[LifecycleChange<'_>]) -> Vec<String> {
             LifecycleChange::RemoveFile { path } => format!("remove {path}"),
             LifecycleChange::RemoveCerts { dir } => format!("remove certificates in {dir}"),
             LifecycleChange::RemoveDir { path } => format!("rmdir {path}"),
+            LifecycleChange::RemoveLeftover { path, .. } => format!("remove leftover {path}"),
             LifecycleChange::ForgetRecord => "forget the record".to_owned(),
         })
         .collect()
@@ -255,4 +259,71 @@ fn an_unresolved_variable_holds_only_its_service() {
     let plan = plan_lifecycle(&spec, &facts, JOIN);
     assert!(!names(&plan.changes).iter().any(|n| n.contains("kubelet") && !n.contains('/')));
     assert!(plan.waiting.iter().any(|w| w.contains("NODE_IP failed on the node: no route")), "{:?}", plan.waiting);
+}
+
+/// Issue 23: what a crash left goes in the next round, except a staging
+/// directory this round's uploads go through (they are in it when the
+/// apply script runs); that one goes in the round after.
+#[test]
+fn a_crashs_leftovers_go_except_a_staging_directory_an_upload_uses_this_round() {
+    use crate::lifecycle::leftover::Leftover;
+
+    let spec = spec();
+    let node = serde_json::json!({"metadata": {"name": "win-1"}});
+    let maintain = Context { mode: Mode::Maintain, node: Some(&node), disrupt: true };
+    let mut facts = fresh();
+    for _ in 0..3 {
+        let plan = plan_lifecycle(&spec, &facts, maintain);
+        let next = after(&spec, &facts, &plan.changes);
+        drop(plan);
+        facts = next;
+    }
+    facts.files.insert("payload/hon".into(), FileFact::Present { key: "k2".into(), sha256: Some("ee".repeat(32)) });
+    facts.leftovers.insert("payload/.winfleet-staging".into(), Leftover::Staging);
+    facts.leftovers.insert("payload/kube-node/.winfleet-staging".into(), Leftover::Staging);
+    facts.leftovers.insert("payload/.kubelet.conf.winfleet-tmp".into(), Leftover::Temporary);
+    let plan = plan_lifecycle(&spec, &facts, maintain);
+    assert_eq!(
+        names(&plan.changes),
+        [
+            "stop hybrid-overlay-node",
+            "remove leftover payload/.kubelet.conf.winfleet-tmp",
+            "remove leftover payload/kube-node/.winfleet-staging",
+            "upload payload/hon",
+            "start hybrid-overlay-node"
+        ]
+    );
+    let first = plan.changes.iter().find(|c| matches!(c, LifecycleChange::RemoveLeftover { .. }));
+    assert_eq!(
+        first.map(|c| c.operation().headline()),
+        Some("- payload/.kubelet.conf.winfleet-tmp (temporary file left by an interrupted write)".to_owned())
+    );
+    let facts = after(&spec, &facts, &plan.changes);
+    assert_eq!(
+        names(&plan_lifecycle(&spec, &facts, maintain).changes),
+        ["remove leftover payload/.winfleet-staging"],
+        "the next round"
+    );
+}
+
+#[test]
+fn deconfigure_removes_a_crashs_leftovers_before_the_directories_holding_them() {
+    use crate::lifecycle::leftover::Leftover;
+
+    let spec = spec();
+    let mut facts = LifecycleFacts {
+        record: Some(crate::lifecycle::record::parse("dir payload\ndir payload/kube-node\n")),
+        ..LifecycleFacts::default()
+    };
+    facts.leftovers.insert("payload/kube-node/.winfleet-staging".into(), Leftover::Staging);
+    let plan = plan_lifecycle(&spec, &facts, Context { mode: Mode::Deconfigure, node: None, disrupt: true });
+    assert_eq!(
+        names(&plan.changes),
+        [
+            "remove leftover payload/kube-node/.winfleet-staging",
+            "rmdir payload/kube-node",
+            "rmdir payload",
+            "forget the record"
+        ]
+    );
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeSet;
 
 use super::facts::{FileFact, LifecycleFacts};
+use super::leftover::removals;
 use super::plan::{LifecycleChange, LifecyclePlan};
 use super::{LifecycleSpec, Mode, ServiceSpec};
 use crate::desired::kinds::instances::Shell;
@@ -42,15 +43,16 @@ pub(super) fn stale<'a>(
     (services, files)
 }
 
-/// Deconfigure: exactly what the install record holds, services first
-/// (stopped and deleted), then files and the services' own state, then
-/// directories innermost first, then the record. A node without a record
-/// (a host WMCO configured) loses what its manifest and payload say it
-/// has, as observed ([`unrecorded`]).
+/// Deconfigure: exactly what the install record holds, services first (stopped
+/// and deleted), then files and the services' own state, a crash's leftovers,
+/// then directories innermost first, then the record. A node without a record
+/// (a host WMCO configured) loses what its manifest and payload say it has, as
+/// observed ([`unrecorded`]).
 pub(super) fn deconfigure<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts) -> LifecyclePlan<'a> {
     let mut plan = LifecyclePlan::default();
     let Some(record) = facts.record.as_ref() else {
-        plan.changes = unrecorded(spec, facts);
+        plan.changes = removals(spec, facts, &[]);
+        plan.changes.extend(unrecorded(spec, facts));
         return plan;
     };
     plan.changes.extend(record.services.iter().map(|name| LifecycleChange::RemoveService { name }));
@@ -65,6 +67,8 @@ pub(super) fn deconfigure<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts
     let files = record.files.keys().filter(|p| !unit_of_service(p)).chain(&record.state);
     plan.changes.extend(files.map(|path| LifecycleChange::RemoveFile { path }));
     plan.changes.extend(record.cert_dirs.iter().map(|dir| LifecycleChange::RemoveCerts { dir }));
+    // A crash's leftovers first, or the directories holding them would stay.
+    plan.changes.extend(removals(spec, facts, &[]));
     plan.changes.extend(record.dirs.iter().rev().map(|path| LifecycleChange::RemoveDir { path }));
     plan.changes.push(LifecycleChange::ForgetRecord);
     plan
