@@ -217,7 +217,11 @@ impl SshUpstream {
     }
 
     fn auth(&self, known_hosts: &Path) -> GitAuth {
-        GitAuth { ssh_key: Some(self.fleet.key.clone()), known_hosts: Some(known_hosts.to_owned()), token_file: None }
+        GitAuth {
+            ssh_key: Some(self.fleet.key.clone()),
+            known_hosts: Some(known_hosts.to_owned()),
+            ..GitAuth::default()
+        }
     }
 
     fn host(&self) -> String {
@@ -359,7 +363,8 @@ fn https_sends_the_token_file_through_basic_auth_and_reports_a_refusal_without_i
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, "ghs_t0ken_one\n").unwrap();
-    let auth = GitAuth { token_file: Some(token.clone()), ..GitAuth::default() };
+    // The test server speaks plain http, so the token needs --allow-insecure-http.
+    let auth = GitAuth { token_file: Some(token.clone()), allow_insecure_http: true, ..GitAuth::default() };
     let repo = Repository::init_bare(dir.path().join("cache")).unwrap();
     let url = format!("http://{address}");
 
@@ -400,4 +405,67 @@ fn https_without_a_token_file_says_which_option_is_missing() {
         err.to_string(),
         format!("{url} asks for a user name and password, and none is configured (set --git-token-file)")
     );
+}
+
+#[test]
+fn issue_23_a_token_or_password_is_not_sent_over_plain_http_unless_allowed() {
+    let (address, seen) = refusing_http_server();
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "ghs_t0ken_one\n").unwrap();
+    let repo = Repository::init_bare(dir.path().join("cache")).unwrap();
+    let url = format!("http://{address}");
+    let with_file = GitAuth { token_file: Some(token.clone()), ..GitAuth::default() };
+
+    let err = transport::ls_remote(&repo, &url, "refs/heads/main", &with_file).unwrap_err();
+    assert!(matches!(err, GitError::InsecureHttp { .. }), "{err:?}");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "refusing to send the token from {} to {url} over plain http, where anyone on the path reads it: use https://, or pass --allow-insecure-http",
+            token.display()
+        )
+    );
+    // Credentials in the URL: a password, or a token as the user name
+    // (GitHub's form); the message shows neither.
+    for userinfo in ["bot:ghs_in_url", "ghs_as_user", "bot:p%40ss"] {
+        let in_url = format!("HTTP://{userinfo}@{address}");
+        let err = transport::ls_remote(&repo, &in_url, "refs/heads/main", &GitAuth::default()).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "refusing to send the credentials in the URL to HTTP://{address} over plain http, where anyone on the path reads it: use https://, or pass --allow-insecure-http"
+            )
+        );
+    }
+    assert!(seen.lock().unwrap().is_empty(), "nothing reached the server: {seen:?}");
+
+    // Without any credential, plain http is used (a public mirror).
+    let err = transport::ls_remote(&repo, &url, "refs/heads/main", &GitAuth::default()).unwrap_err();
+    assert!(matches!(err, GitError::MissingCredential { .. }), "{err:?}");
+
+    // Allowed: the token goes, as before.
+    let allowed = GitAuth { allow_insecure_http: true, ..with_file };
+    let err = transport::ls_remote(&repo, &url, "refs/heads/main", &allowed).unwrap_err();
+    assert!(matches!(err, GitError::AuthRejected { .. }), "{err:?}");
+    let sent = seen.lock().unwrap().iter().filter_map(|(_, a)| a.clone()).collect::<Vec<_>>();
+    assert_eq!(sent, [basic("x-access-token", "ghs_t0ken_one")]);
+}
+
+#[test]
+fn issue_23_a_refused_token_in_the_url_is_not_reported_as_missing() {
+    let (address, seen) = refusing_http_server();
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Repository::init_bare(dir.path()).unwrap();
+    let allowed = GitAuth { allow_insecure_http: true, ..GitAuth::default() };
+    for (userinfo, user, password) in [("bot:ghs_in_url", "bot", "ghs_in_url"), ("ghs_as_user", "ghs_as_user", "")] {
+        let url = format!("http://{userinfo}@{address}");
+        let err = transport::ls_remote(&repo, &url, "refs/heads/main", &allowed).unwrap_err();
+        assert!(matches!(err, GitError::AuthRejected { .. }), "{err:?}");
+        let text = err.to_string();
+        assert_eq!(text, format!("http://{address} refused the credentials in the URL"));
+        assert!(!format!("{err:?}").contains("ghs_"), "{err:?}");
+        let last = seen.lock().unwrap().last().cloned().unwrap();
+        assert_eq!(last.1, Some(basic(user, password)), "the URL's credentials were the ones sent");
+    }
 }

@@ -305,7 +305,7 @@ fn publishing_over_ssh_with_the_deploy_key_lands_and_retries_on_a_moved_branch()
         auth: GitAuth {
             ssh_key: Some(fleet.key.clone()),
             known_hosts: Some(fleet.known_hosts.clone()),
-            token_file: None,
+            ..GitAuth::default()
         },
         ..world.target("main")
     };

@@ -190,6 +190,10 @@ struct GitArgs {
     /// known_hosts pinning the Git server's host key (required for ssh://).
     #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_KNOWN_HOSTS")]
     git_known_hosts: Option<PathBuf>,
+    /// Send the Git token (--git-token-file, or a password in the URL) over plain http://, where
+    /// anyone on the path can read it; refused without this flag (use https://).
+    #[arg(long, env = "WINFLEET_ALLOW_INSECURE_HTTP")]
+    allow_insecure_http: bool,
 }
 
 impl GitArgs {
@@ -198,6 +202,7 @@ impl GitArgs {
             token_file: self.git_token_file.clone(),
             ssh_key: self.git_ssh_key.clone(),
             known_hosts: self.git_known_hosts.clone(),
+            allow_insecure_http: self.allow_insecure_http,
         }
     }
 }

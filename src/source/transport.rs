@@ -2,6 +2,8 @@
 //! (no credentials), https (a token read from a file, given through the
 //! credentials callback, never in a URL) and ssh (a deploy key, the server's
 //! host key pinned to an OpenSSH known_hosts file: no trust-on-first-use).
+//! A token or password never crosses plain `http://` unless
+//! [`GitAuth::allow_insecure_http`] says so (issue 23, defect 6).
 //!
 //! Every function here blocks (libgit2); the daemon calls them from
 //! `spawn_blocking`. Every failure is a [`GitError`] or [`PushError`] whose
@@ -38,6 +40,10 @@ pub struct GitAuth {
     /// The OpenSSH known_hosts file that pins the ssh server's host key;
     /// required for ssh URLs.
     pub known_hosts: Option<PathBuf>,
+    /// Send a token or password over plain `http://` (the token file, or
+    /// userinfo in the URL); refused otherwise, since anyone on the path
+    /// reads it (`--allow-insecure-http`).
+    pub allow_insecure_http: bool,
 }
 
 /// Why a Git operation failed. URLs are shown redacted; no variant carries
@@ -77,6 +83,17 @@ pub enum GitError {
         path: String,
         /// Why (an IO error, never the content).
         reason: String,
+    },
+    /// A token or password would cross plain `http://`, where anyone on
+    /// the path reads it, and `--allow-insecure-http` is not given.
+    #[error(
+        "refusing to send the {credential} to {url} over plain http, where anyone on the path reads it: use https://, or pass --allow-insecure-http"
+    )]
+    InsecureHttp {
+        /// The URL, redacted.
+        url: String,
+        /// Which credential: `token from <path>` or `credentials in the URL`.
+        credential: String,
     },
     /// The server asked for a credential that is not configured.
     #[error("{url} asks for {asked}, and none is configured (set {option})")]
@@ -258,6 +275,9 @@ struct Session<'a> {
 impl<'a> Session<'a> {
     fn new(url: &'a str, auth: &'a GitAuth) -> Result<Self, GitError> {
         let location = location::classify(url).map_err(|reason| GitError::Url { url: redact_url(url), reason })?;
+        if let Some(credential) = credentials::exposed_over_plain_http(url, auth) {
+            return Err(GitError::InsecureHttp { url: redact_url(url), credential });
+        }
         let known_hosts = match (&location, &auth.known_hosts) {
             (Location::Ssh { .. }, None) => return Err(GitError::KnownHostsRequired { url: redact_url(url) }),
             (Location::Ssh { .. }, Some(path)) => {
@@ -283,13 +303,8 @@ impl<'a> Session<'a> {
     fn callbacks(&self) -> RemoteCallbacks<'_> {
         let mut callbacks = RemoteCallbacks::new();
         callbacks.credentials(|_url, username, allowed| {
-            let answer = credentials::choose(&self.location, username, allowed, self.auth).map_err(|missing| {
-                self.fail(GitError::MissingCredential {
-                    url: redact_url(self.url),
-                    asked: missing.asked,
-                    option: missing.option,
-                })
-            })?;
+            let answer = credentials::choose(&self.location, username, allowed, self.auth)
+                .map_err(|missing| self.fail(self.missing(missing)))?;
             // libgit2 asks again after the server refused an answer; giving
             // the same one again would loop forever.
             if self.offered.borrow().contains(&answer) {
@@ -310,6 +325,18 @@ impl<'a> Session<'a> {
                 .map_err(|reason| self.fail(GitError::HostKey { url: redact_url(self.url), reason }))
         });
         callbacks
+    }
+
+    /// The failure when the server asks for a credential that is not
+    /// configured. libgit2 offers a URL's own userinfo first and asks only
+    /// once the server refused it: then some credential was configured,
+    /// and it is that one the server refused.
+    fn missing(&self, missing: credentials::Missing) -> GitError {
+        let url = redact_url(self.url);
+        if self.location == Location::Http && location::userinfo(self.url).is_some() {
+            return GitError::AuthRejected { url, offered: credentials::URL_CREDENTIALS.to_owned() };
+        }
+        GitError::MissingCredential { url, asked: missing.asked, option: missing.option }
     }
 
     /// Records the precise failure; returns the error that aborts libgit2.

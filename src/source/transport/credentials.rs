@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use git2::{Cred, CredentialType};
 
-use super::location::Location;
+use super::location::{self, Location};
 use super::{GitAuth, GitError};
 
 /// GitHub's user name for installation and fine-grained tokens; GitLab and
@@ -76,6 +76,23 @@ pub(crate) fn choose(
     })
 }
 
+/// The credential that would cross plain `http://` to `url` without
+/// `--allow-insecure-http` (the URL's own userinfo, else the token file), in
+/// words that name no secret; None when nothing would, or it is allowed.
+/// Checked before connecting: libgit2 sends a URL's userinfo unasked.
+pub(crate) fn exposed_over_plain_http(url: &str, auth: &GitAuth) -> Option<String> {
+    if auth.allow_insecure_http || !location::is_plain_http(url) {
+        return None;
+    }
+    if location::userinfo(url).is_some() {
+        return Some(URL_CREDENTIALS.to_owned());
+    }
+    auth.token_file.as_ref().map(|file| format!("token from {}", file.display()))
+}
+
+/// How the credentials a URL carries are named in messages.
+pub(crate) const URL_CREDENTIALS: &str = "credentials in the URL";
+
 /// What `answer` offers, in words that name files, never their contents.
 pub(crate) fn describe(answer: &Answer) -> String {
     match answer {
@@ -124,6 +141,7 @@ mod tests {
             token_file: token.then(|| PathBuf::from("/run/secrets/token")),
             ssh_key: key.then(|| PathBuf::from("/run/secrets/id_ed25519")),
             known_hosts: None,
+            allow_insecure_http: false,
         }
     }
 
@@ -184,6 +202,23 @@ mod tests {
         assert!(materialize(&answer, &mut secrets).is_ok());
         assert_eq!(secrets, vec!["ghs_first".to_owned(), "ghs_rotated".to_owned()]);
         assert!(!describe(&answer).contains("ghs_"), "{}", describe(&answer));
+    }
+
+    #[test]
+    fn a_token_or_userinfo_crosses_plain_http_only_when_allowed() {
+        let token = auth(true, false);
+        assert_eq!(
+            exposed_over_plain_http("http://git.corp/x.git", &token).as_deref(),
+            Some("token from /run/secrets/token")
+        );
+        let none = auth(false, false);
+        assert_eq!(exposed_over_plain_http("http://u:pw@git.corp/x.git", &none).as_deref(), Some(URL_CREDENTIALS));
+        assert_eq!(exposed_over_plain_http("http://u:pw@git.corp/x.git", &token).as_deref(), Some(URL_CREDENTIALS));
+        assert_eq!(exposed_over_plain_http("http://git.corp/x.git", &none), None, "nothing to expose");
+        assert_eq!(exposed_over_plain_http("https://u:pw@git.corp/x.git", &token), None, "TLS");
+        assert_eq!(exposed_over_plain_http("/srv/x.git", &token), None);
+        let allowed = GitAuth { allow_insecure_http: true, ..token };
+        assert_eq!(exposed_over_plain_http("http://u:pw@git.corp/x.git", &allowed), None);
     }
 
     #[test]

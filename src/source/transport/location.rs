@@ -84,13 +84,26 @@ pub fn redact_url(url: &str) -> String {
     url.to_owned()
 }
 
+/// The userinfo of a `scheme://` URL (`user[:password]`), if any. A user
+/// name alone can be a secret too: GitHub takes a token as the user name
+/// (`https://<token>@github.com/org/repo.git`).
+pub(crate) fn userinfo(url: &str) -> Option<&str> {
+    let start = url.find("://")? + 3;
+    let rest = &url[start..];
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    rest[..end].rsplit_once('@').map(|(userinfo, _)| userinfo)
+}
+
+/// Whether `url` is plain `http://`, where anything sent can be read on
+/// the way.
+pub(crate) fn is_plain_http(url: &str) -> bool {
+    url.split_once("://").is_some_and(|(scheme, _)| scheme.eq_ignore_ascii_case("http"))
+}
+
 /// The secrets a URL itself carries (its password, raw and decoded), to be
 /// scrubbed from any message that might echo them.
 pub(crate) fn url_secrets(url: &str) -> Vec<String> {
-    let Some(start) = url.find("://").map(|i| i + 3) else { return Vec::new() };
-    let rest = &url[start..];
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let Some((userinfo, _)) = rest[..end].rsplit_once('@') else { return Vec::new() };
+    let Some(userinfo) = userinfo(url) else { return Vec::new() };
     let Some((_, password)) = userinfo.split_once(':') else { return Vec::new() };
     let mut secrets = vec![password.to_owned()];
     let decoded = url::form_urlencoded::parse(format!("p={password}").as_bytes())
@@ -158,5 +171,15 @@ mod tests {
         assert_eq!(text, "failed to fetch https://host/x.git: bad password ***");
         assert!(url_secrets("https://host/x").is_empty());
         assert!(url_secrets("https://user@host/x").is_empty());
+    }
+
+    #[test]
+    fn userinfo_and_plain_http_are_read_from_the_authority_only() {
+        assert_eq!(userinfo("https://bot:pw@host/x"), Some("bot:pw"));
+        assert_eq!(userinfo("http://ghp_token@host/x"), Some("ghp_token"));
+        assert_eq!(userinfo("https://host/path@with-at"), None);
+        assert_eq!(userinfo("git@github.com:org/x.git"), None, "scp-like ssh: a user name, not a URL");
+        assert!(is_plain_http("http://host/x") && is_plain_http("HTTP://host/x"));
+        assert!(!is_plain_http("https://host/x") && !is_plain_http("/srv/http://x") && !is_plain_http("git@h:x"));
     }
 }
