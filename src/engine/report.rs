@@ -189,8 +189,23 @@ pub fn node_who(report: &NodeReport) -> String {
     }
 }
 
-/// How the node's round ended, in words (`in sync`, `3 applied, …`).
+/// Why the node's lifecycle could not be touched at all (a payload that
+/// is not the pinned one, unreadable cluster material), if so.
+pub fn blocked(report: &NodeReport) -> Option<&str> {
+    report.lifecycle.as_ref()?.error.as_deref()
+}
+
+/// How the node's round ended, in words (`in sync`, `3 applied, …`); a
+/// blocked lifecycle first, with its reason (it fails the node).
 pub fn node_outcome(report: &NodeReport) -> String {
+    let outcome = files_outcome(report);
+    match blocked(report) {
+        Some(why) => format!("BLOCKED (lifecycle): {why}; otherwise {outcome}"),
+        None => outcome,
+    }
+}
+
+fn files_outcome(report: &NodeReport) -> String {
     let c = report.counts();
     match &report.result {
         NodeResult::Pending => "pending".to_owned(),
@@ -236,13 +251,26 @@ pub fn render_text(reports: &[NodeReport], dry_run: bool) -> String {
     out
 }
 
-/// One line: nodes by state and operations by outcome.
+/// One line: nodes by state and operations by outcome. A node whose
+/// lifecycle is blocked counts as failed, and the line says why.
 pub fn summary(reports: &[NodeReport], dry_run: bool) -> String {
-    let failed = reports.iter().filter(|r| !matches!(r.result, NodeResult::Done { .. })).count();
+    let done = |r: &&NodeReport| matches!(r.result, NodeResult::Done { .. });
+    let unfinished = reports.iter().filter(|r| !done(r)).count();
+    let failed = reports.iter().filter(|r| !done(r) || blocked(r).is_some()).count();
+    let mut reasons: Vec<&str> = reports.iter().filter_map(blocked).collect();
     let changed = reports
         .iter()
+        .filter(|r| blocked(r).is_none())
         .filter(|r| matches!(&r.result, NodeResult::Done { operations, .. } if !operations.is_empty()))
         .count();
+    let blocked = match reasons.len() {
+        0 => String::new(),
+        n => {
+            reasons.sort_unstable();
+            reasons.dedup();
+            format!(" ({n} blocked: {})", reasons.join("; "))
+        }
+    };
     let reboots =
         reports.iter().filter(|r| matches!(&r.result, NodeResult::Done { reboot_required: true, .. })).count();
     let reboots = if reboots > 0 { format!(" ({reboots} owe a reboot)") } else { String::new() };
@@ -250,17 +278,17 @@ pub fn summary(reports: &[NodeReport], dry_run: bool) -> String {
     let in_sync = reports.len().saturating_sub(failed + changed);
     if dry_run {
         format!(
-            "Dry run: {} node(s): {in_sync} in sync, {changed} with changes ({} operation(s)), {failed} failed{reboots}.",
+            "Dry run: {} node(s): {in_sync} in sync, {changed} with changes ({} operation(s)), {failed} failed{blocked}{reboots}.",
             reports.len(),
             total.planned
         )
     } else {
         format!(
-            "Applied: {} node(s): {in_sync} in sync, {changed} changed, {failed} failed{reboots}; operations: {} applied, {} unchanged, {} failed.",
+            "Applied: {} node(s): {in_sync} in sync, {changed} changed, {failed} failed{blocked}{reboots}; operations: {} applied, {} unchanged, {} failed.",
             reports.len(),
             total.applied,
             total.unchanged,
-            total.failed.saturating_sub(failed)
+            total.failed.saturating_sub(unfinished)
         )
     }
 }
@@ -286,4 +314,43 @@ pub fn render_json(reports: &[NodeReport], dry_run: bool) -> String {
     let mut text = serde_json::to_string_pretty(&value).unwrap_or_default();
     text.push('\n');
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn done(address: &str, blocked: Option<&str>) -> NodeReport {
+        let lifecycle = LifecycleReport {
+            mode: Mode::Prepare,
+            version: "v1".into(),
+            waiting: Vec::new(),
+            error: blocked.map(str::to_owned),
+            uploaded_bytes: 0,
+        };
+        NodeReport {
+            lifecycle: Some(lifecycle),
+            result: NodeResult::Done { operations: Vec::new(), in_sync: 3, reboot_required: false },
+            ..NodeReport::new(address)
+        }
+    }
+
+    #[test]
+    fn issue_23_a_blocked_lifecycle_fails_the_node_and_its_reason_is_on_its_line_and_in_the_summary() {
+        let why = "the payload directory /p has digest sha256:aa, but the repository pins sha256:bb";
+        let reports = [done("10.0.0.1", Some(why)), done("10.0.0.2", Some(why)), done("10.0.0.3", None)];
+        assert_eq!(node_outcome(&reports[0]), format!("BLOCKED (lifecycle): {why}; otherwise in sync"));
+        assert_eq!(node_outcome(&reports[2]), "in sync");
+        assert!(reports[0].failed());
+        assert_eq!(
+            summary(&reports, false),
+            format!(
+                "Applied: 3 node(s): 1 in sync, 0 changed, 2 failed (2 blocked: {why}); operations: 0 applied, 9 unchanged, 0 failed."
+            )
+        );
+        assert_eq!(
+            summary(&reports, true),
+            format!("Dry run: 3 node(s): 1 in sync, 0 with changes (0 operation(s)), 2 failed (2 blocked: {why}).")
+        );
+    }
 }
