@@ -428,3 +428,35 @@ async fn with_path_the_daemon_reads_only_the_fleet_directory_of_a_shared_reposit
     assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror.corp.example/v2/quay"));
     stop(handle).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_23_drift_a_waiting_nodes_retry_corrects_is_reported_in_status_and_metrics() {
+    // SSH-only with a proxy: the reboot the proxy needs is owed and no
+    // cluster can drain the node, so it stays Waiting and out of drift
+    // rounds; its retry (once a minute) is what meets its drift.
+    let fleet = TestFleet::start(1);
+    let proxy = "apiVersion: config.openshift.io/v1\nkind: Proxy\nmetadata:\n  name: cluster\nspec:\n  httpProxy: http://proxy.corp:3128\n";
+    let remote = support::remote::Remote::new(&[
+        ("fleet.yaml", &fleet.fleet_yaml()),
+        ("instances.yaml", &instances(&fleet)),
+        ("mirrors.yaml", &mirrors("mirror.corp.example/quay")),
+        ("proxy.yaml", proxy),
+    ]);
+    let mut handle = start(&fleet, config(&remote)).await;
+    assert_eq!(next(&mut handle.records).await.kind, RoundKind::Commit);
+    let file = format!("status/instances/{}.yaml", fleet.nodes[0].address);
+    let status = remote.show("winfleet/status", &file).unwrap();
+    assert!(status.contains("phase: Waiting") && status.contains("NoCluster"), "{status}");
+
+    std::fs::remove_file(fleet.nodes[0].path("certs.d/quay.io/hosts.toml")).unwrap();
+    let record = next(&mut handle.records).await;
+    assert_eq!(record.nodes, 1, "the node's retry");
+    assert!(hosts_toml(&fleet, 0).is_some(), "the retry corrected the drift");
+    let commit = record.status_commit.expect("the corrected drift is committed to status");
+    assert_eq!(remote.tip("winfleet/status").as_deref(), Some(commit.as_str()));
+    let status = remote.show("winfleet/status", &file).unwrap();
+    assert!(status.contains("drift:") && status.contains("hosts.toml"), "the drift names what was corrected: {status}");
+    let metrics = handle.metrics.encode();
+    assert!(metrics.contains("winfleet_drift_detected_total 1"), "{metrics}");
+    stop(handle).await;
+}

@@ -297,6 +297,15 @@ fn two_identical_rounds_give_identical_bytes() {
     let first = mixed_round().render(&Status::default());
     let mut again = mixed_round();
     again.now += 3600;
+    // What the first round applied is in place: the same round finds it so
+    // (applying it again would be drift on nodes at the revision).
+    for node in &mut again.report.as_mut().unwrap().nodes {
+        if let (Some(_), NodeResult::Done { operations, .. }) =
+            (&first.instances[&node.address].applied_revision, &mut node.result)
+        {
+            operations.clear();
+        }
+    }
     // Through the files, as the daemon reads its previous status back.
     let second = again.render(&from_files(&to_files(&first)));
     assert_eq!(to_files(&second), to_files(&first));
@@ -429,6 +438,33 @@ fn correct_mode_drift_is_listed_as_corrected() {
         1_700_000_000,
         "still Ready: no transition"
     );
+}
+
+#[test]
+fn issue_23_drift_a_retry_corrects_on_a_waiting_node_is_listed_like_a_drift_checks() {
+    // SSH-only with a proxy: the node is at the revision and waits for a
+    // reboot no cluster can make; only its retries (no drift checks) meet it.
+    let before = Round::new(1_700_000_000, REV1, &["a", "b"])
+        .report(round(false, vec![done("a", vec![], true), in_sync("b")], None))
+        .render(&Status::default());
+    assert_eq!(before.instances["a"].phase, InstancePhase::Waiting);
+    let retry = Round::new(1_700_000_060, REV1, &["a", "b"]).report(round(
+        false,
+        vec![done("a", vec![write_file("/etc/x", Some(Outcome::Applied))], true)],
+        None,
+    ));
+    assert!(!retry.drift_check, "a retry, not a drift check");
+    let after = retry.render(&before);
+    let a = &after.instances["a"];
+    assert_eq!((a.phase, a.drift.as_slice()), (InstancePhase::Waiting, &["~ /etc/x".to_owned()][..]));
+    assert_ne!(after, before, "a status commit records it");
+    // A node still catching up to the revision has no drift, whoever runs it.
+    let behind = Round::new(1_700_000_120, REV2, &["a", "b"]).report(round(
+        false,
+        vec![done("b", vec![write_file("/etc/x", Some(Outcome::Applied))], false)],
+        None,
+    ));
+    assert!(behind.render(&after).instances["b"].drift.is_empty());
 }
 
 #[test]

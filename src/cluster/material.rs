@@ -4,7 +4,8 @@
 //! - Secret `openshift-machine-config-operator/node-bootstrapper-token`:
 //!   `token` and `ca.crt` (the Machine Config Operator's bootstrap
 //!   identity, as WMCO uses it);
-//! - Infrastructure `cluster`: `status.apiServerInternalURL`;
+//! - Infrastructure `cluster`: `status.apiServerInternalURI` (the JSON name
+//!   of openshift/api's `APIServerInternalURL` field: URI, not URL);
 //! - Network `cluster`: `spec.serviceNetwork[0]` (the cluster DNS);
 //! - ControllerConfig `machine-config-controller`:
 //!   `spec.kubeAPIServerServingCAData` (the kubelet's client CA).
@@ -70,7 +71,7 @@ pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
         "Infrastructure cluster",
     )
     .await?;
-    let api_server_url = text(&infrastructure, "/status/apiServerInternalURL", "Infrastructure cluster")?.to_owned();
+    let api_server_url = text(&infrastructure, "/status/apiServerInternalURI", "Infrastructure cluster")?.to_owned();
     let network =
         get(client, &resource("config.openshift.io", "v1", "Network", "networks"), "cluster", "Network cluster")
             .await?;

@@ -12,6 +12,7 @@ use super::Config;
 use super::round::{GIT_TIMEOUT, short};
 use super::source::Source;
 use crate::desired::model::{Desired, FleetSettings};
+use crate::engine::report::NodeResult;
 use crate::reconcile::report::RoundReport;
 use crate::source::transport::GitAuth;
 use crate::status::publish::{self, Published, StatusCommit, StatusTarget};
@@ -35,6 +36,9 @@ pub struct StatusWriter {
     /// instance and MachineSet: carried into every status until one lands,
     /// so no correction goes unrecorded on the branch.
     unpushed: Unpushed,
+    /// Instances the last round written found drifted (its status lists
+    /// their drift), for the metric: the same verdict, whatever the round.
+    drifted: u64,
 }
 
 /// Drift entries of statuses not pushed yet.
@@ -102,6 +106,7 @@ impl StatusWriter {
             secrets: Vec::new(),
             previous: None,
             unpushed: Unpushed::default(),
+            drifted: 0,
         };
         writer.refresh_secrets();
         writer
@@ -147,6 +152,7 @@ impl StatusWriter {
             suspended_by,
         };
         let mut next = status::render(&previous, &input);
+        self.drifted = drifted(report, &next);
         self.unpushed.carry_into(&mut next);
         let commit = StatusCommit { files: status::to_files(&next), message: status::commit_message(attempted, &next) };
         self.previous = Some((target.branch.clone(), target.path.clone(), next));
@@ -187,6 +193,11 @@ impl StatusWriter {
     pub fn applied_revision(&self, address: &str) -> Option<&str> {
         let (_, _, status) = self.previous.as_ref()?;
         status.instances.get(address)?.applied_revision.as_deref()
+    }
+
+    /// Instances the last round written found drifted.
+    pub fn drifted(&self) -> u64 {
+        self.drifted
     }
 
     /// The strings no log line or status file may contain.
@@ -250,6 +261,14 @@ impl StatusWriter {
             Err(_) => Err(format!("took longer than {}s", GIT_TIMEOUT.as_secs())),
         }
     }
+}
+
+/// Instances `report` processed whose `status` (just rendered, before
+/// earlier unpushed drift is carried in) lists drift.
+fn drifted(report: Option<&RoundReport>, status: &Status) -> u64 {
+    let processed = report.into_iter().flat_map(|r| &r.nodes).filter(|n| !matches!(n.result, NodeResult::Pending));
+    let drifted = processed.filter(|n| status.instances.get(&n.address).is_some_and(|i| !i.drift.is_empty()));
+    drifted.count() as u64
 }
 
 /// Instances by phase (`ready`, `failed`, …), zeros included.

@@ -38,7 +38,7 @@ pub const KUBELET_CONF: &str = "kubelet.conf";
 /// What the cluster gives every joining node.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ClusterMaterial {
-    /// `Infrastructure/cluster` `.status.apiServerInternalURL`.
+    /// `Infrastructure/cluster` `.status.apiServerInternalURI`.
     pub api_server_url: String,
     /// The bootstrap token (secret).
     pub bootstrap_token: String,

@@ -31,10 +31,13 @@
 //! | drift found and corrected                               | Ready       | `DriftCorrected`       | —           |
 //! | in sync (after a reboot too)                            | Ready       | `InSync`               | —           |
 //!
-//! Drift is what a drift check finds on a node already at the applied
-//! revision; a node still behind it is catching up, not drifting. The
-//! applied revision is recorded when a non-dry-run round finished the node
-//! with no failed operation (a reboot still owed does not undo that).
+//! Drift is a change on a node already at the applied revision, whichever
+//! round meets it: a drift check, or a retry or cluster-change round that
+//! corrects it (issue 23: a Waiting node is left out of drift checks, and
+//! its retry corrected drift silently). A node still behind the revision is
+//! catching up, not drifting. The applied revision is recorded when a
+//! non-dry-run round finished the node with no failed operation (a reboot
+//! still owed does not undo that).
 
 use crate::cluster::join::JoinResult;
 use crate::cluster::rollout::{RebootReport, RebootResult, RebootStage};
@@ -140,7 +143,8 @@ pub fn instance(node: &NodeReport, ctx: Context<'_>) -> Option<Verdict<InstanceP
         NodeResult::Done { operations, reboot_required, .. } => (operations, *reboot_required),
     };
     let dry_run = ctx.round.dry_run;
-    let drift = if ctx.drift_check && ctx.at_revision {
+    // A dry run that is no drift check only plans (`ChangesPlanned` below).
+    let drift = if drifted(node, ctx.at_revision) && (ctx.drift_check || !dry_run) {
         operations.iter().map(|op| op.operation.headline()).collect()
     } else {
         Vec::new()
@@ -183,6 +187,12 @@ pub fn instance(node: &NodeReport, ctx: Context<'_>) -> Option<Verdict<InstanceP
     }
     verdict.drift = drift;
     Some(verdict)
+}
+
+/// Whether the round found drift on `node`: operations on a node that was
+/// already at the applied revision (`at_revision`), whatever the round.
+pub fn drifted(node: &NodeReport, at_revision: bool) -> bool {
+    at_revision && matches!(&node.result, NodeResult::Done { operations, .. } if !operations.is_empty())
 }
 
 /// The node's own changes went through: what the cluster side says.

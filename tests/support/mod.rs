@@ -122,6 +122,7 @@ pub fn winfleet(args: &[&str]) -> (i32, String, String) {
     )
 }
 pub mod apiserver;
+pub mod controlplane;
 pub mod containerd;
 pub mod daemon;
 pub mod fleet;

@@ -109,9 +109,6 @@ impl Daemon {
         let processed = report.nodes.iter().filter(|n| !matches!(n.result, NodeResult::Pending));
         let changed = processed.clone().filter(|n| n.has_changes()).count();
         let failed = processed.filter(|n| n.failed()).count();
-        if kind == RoundKind::Drift {
-            self.metrics.drift_detected(changed as u64);
-        }
         for node in &report.nodes {
             if let NodeResult::Failed { stage, .. } = &node.result {
                 self.metrics.ssh_error(stage.name());
@@ -146,6 +143,10 @@ impl Daemon {
             self.status.write(&attempted, applied, &self.invalid, report, drift_check, suspended_by.as_deref()).await;
         if let Some(counts) = self.status.phase_counts() {
             self.metrics.set_nodes_by_phase(&counts);
+        }
+        if report.is_some() {
+            // Whatever round it was: drift is what the status lists as such.
+            self.metrics.drift_detected(self.status.drifted());
         }
         published
     }

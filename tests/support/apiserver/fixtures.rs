@@ -162,13 +162,19 @@ pub fn bootstrap_secret(token: &str, ca_pem: &str) -> Value {
     json!({
         "apiVersion": "v1",
         "kind": "Secret",
-        "metadata": { "name": "node-bootstrapper-token", "namespace": "openshift-machine-config-operator" },
+        "metadata": {
+            "name": "node-bootstrapper-token",
+            "namespace": "openshift-machine-config-operator",
+            // A real API server refuses a service-account-token Secret without it.
+            "annotations": { "kubernetes.io/service-account.name": "node-bootstrapper" },
+        },
         "type": "kubernetes.io/service-account-token",
         "data": { "token": b64(token), "ca.crt": b64(ca_pem) },
     })
 }
 
-/// Infrastructure `cluster` with the API server's internal URL.
+/// Infrastructure `cluster` with the API server's internal URL, in
+/// `status.apiServerInternalURI` (openshift/api's JSON name; not `...URL`).
 pub fn infrastructure(api_internal_url: &str) -> Value {
     json!({
         "apiVersion": "config.openshift.io/v1",
@@ -176,7 +182,7 @@ pub fn infrastructure(api_internal_url: &str) -> Value {
         "metadata": { "name": "cluster" },
         "spec": { "platformSpec": { "type": "None" } },
         "status": {
-            "apiServerInternalURL": api_internal_url,
+            "apiServerInternalURI": api_internal_url,
             "apiServerURL": api_internal_url,
             "platformStatus": { "type": "None" },
             "infrastructureName": "test-x7k2p",
