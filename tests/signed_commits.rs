@@ -15,7 +15,7 @@ use support::fleet::TestFleet;
 use support::remote::git;
 use winfleet::daemon::round::RoundKind;
 use winfleet::daemon::{self, Config};
-use winfleet::source::signed::{TrustedKeys, VerifyMode};
+use winfleet::source::signed::{Policy, TrustedKeys, VerifyMode};
 
 /// A throwaway ed25519 key: (private key file, public key line).
 fn ssh_key(dir: &Path, name: &str) -> (PathBuf, String) {
@@ -219,7 +219,7 @@ async fn the_daemon_applies_only_signed_heads_and_reports_who_did_not_sign() {
     git(&remote.work, &["push", "-q", "origin", "main"]);
     let trusted = TrustedKeys::load(&[allowed]).unwrap();
     let pod = Some(("winfleet".to_owned(), "winfleet-7d9f-abcde".to_owned()));
-    let config = Config { verify: Some((trusted, VerifyMode::Head)), pod, ..config(&remote) };
+    let config = Config { verify: Some(Policy::head(trusted)), pod, ..config(&remote) };
     let api = support::apiserver::ApiServer::new();
     let cluster = Some(winfleet::cluster::connect::Cluster { client: api.client(), url: "in-memory".into() });
     let mut handle = daemon::start(config, cluster, pool(&fleet)).await.unwrap();
@@ -251,5 +251,160 @@ async fn the_daemon_applies_only_signed_heads_and_reports_who_did_not_sign() {
     let record = next(&mut handle.records).await;
     assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, fixed.as_str()));
     assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"));
+    stop(handle).await;
+}
+
+/// `git` in `dir` as the admin, signing with the SSH `key`.
+fn git_signing(dir: &Path, key: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .args(["-c", "user.name=admin", "-c", "user.email=admin@corp.example", "-c", "gpg.format=ssh", "-c"])
+        .arg(format!("user.signingkey={}", key.display()))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    git(dir, &["rev-parse", "HEAD"])
+}
+
+/// A remote for `fleet` whose whole history is signed by `key` (its first
+/// commit signed again and force-pushed).
+fn signed_remote(fleet: &TestFleet, key: &Path) -> support::remote::Remote {
+    let remote = remote(fleet, "");
+    git_signing(&remote.work, key, &["commit", "-q", "--amend", "--no-edit", "-S"]);
+    git(&remote.work, &["push", "-q", "-f", "origin", "HEAD:main"]);
+    remote
+}
+
+/// An unsigned commit writing `file` on a side branch, merged into main by
+/// a merge commit `key` signs, pushed: (unsigned, merge).
+fn signed_merge_of_an_unsigned_commit(work: &Path, key: &Path, file: &str, content: &str) -> (String, String) {
+    git(work, &["checkout", "-q", "-b", "side"]);
+    let unsigned = commit(work, file, content, Sign::No, None);
+    git(work, &["checkout", "-q", "main"]);
+    let merge = git_signing(work, key, &["merge", "-q", "--no-ff", "-S", "-m", "merge side", "side"]);
+    git(work, &["push", "-q", "origin", "main"]);
+    (unsigned, merge)
+}
+
+/// Alice's key, trusted: (her private key, the allowed-signers file).
+fn alice(remote: &support::remote::Remote) -> (PathBuf, PathBuf) {
+    let keys = remote.scratch("keys");
+    let (alice, alice_public) = ssh_key(&keys, "alice");
+    let allowed = keys.join("allowed_signers");
+    std::fs::write(&allowed, format!("alice@corp.example {alice_public}\n")).unwrap();
+    (alice, allowed)
+}
+
+/// Every commit since the last applied one must be signed.
+fn all_since(allowed: &Path) -> Option<Policy> {
+    let keys = TrustedKeys::load(&[allowed.to_owned()]).unwrap();
+    Some(Policy { keys, mode: VerifyMode::AllSinceLastApplied, since: None })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_23_after_a_restart_every_commit_since_the_revision_the_status_branch_records_must_be_signed() {
+    let fleet = TestFleet::start(1);
+    let scratch = remote(&fleet, "");
+    let (key, allowed) = alice(&scratch);
+    let remote = signed_remote(&fleet, &key);
+    let applied = remote.tip("main").unwrap();
+    let mut handle = start(&fleet, Config { verify: all_since(&allowed), ..config(&remote) }).await;
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, applied.as_str()));
+    stop(handle).await;
+
+    // While no daemon runs (a restart, a leader handover: the cache is an
+    // emptyDir), a signed merge brings in an unsigned commit.
+    let (unsigned, merge) =
+        signed_merge_of_an_unsigned_commit(&remote.work, &key, "mirrors.yaml", &mirrors("evil.example/quay"));
+    let mut handle = start(&fleet, Config { verify: all_since(&allowed), ..config(&remote) }).await;
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Invalid, merge.as_str()));
+    assert!(!hosts_toml(&fleet, 0).unwrap().contains("evil.example"), "nothing of the merge applied");
+    let summary = remote.show("winfleet/status", "status/summary.yaml").unwrap();
+    assert!(summary.contains(&format!("commit {} is not signed", &unsigned[..7])), "{summary}");
+    assert!(summary.contains(&format!("lastAppliedRevision: {applied}")), "{summary}");
+    stop(handle).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_23_the_revision_the_status_branch_records_counts_only_as_a_signed_ancestor_of_the_head() {
+    let fleet = TestFleet::start(1);
+    let scratch = remote(&fleet, "");
+    let (key, allowed) = alice(&scratch);
+    let remote = signed_remote(&fleet, &key);
+    let base = remote.tip("main").unwrap();
+    let applied = commit(&remote.work, "NOTES.txt", "applied\n", Sign::Ssh(&key), None);
+    git(&remote.work, &["push", "-q", "origin", "main"]);
+    let mut handle = start(&fleet, Config { verify: all_since(&allowed), ..config(&remote) }).await;
+    assert_eq!(next(&mut handle.records).await.revision, applied);
+    stop(handle).await;
+
+    // History rewritten: the revision recorded is no ancestor of the head,
+    // so which commits are new cannot be told.
+    git(&remote.work, &["reset", "-q", "--hard", &base]);
+    let rewritten = commit(&remote.work, "NOTES.txt", "rewritten\n", Sign::Ssh(&key), None);
+    git(&remote.work, &["push", "-q", "-f", "origin", "main"]);
+    let mut handle = start(&fleet, Config { verify: all_since(&allowed), ..config(&remote) }).await;
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Invalid, rewritten.as_str()));
+    let summary = remote.show("winfleet/status", "status/summary.yaml").unwrap();
+    assert!(
+        summary.contains(&format!("{} (the status branch's lastAppliedRevision) is not an ancestor", &applied[..7])),
+        "{summary}"
+    );
+    assert!(summary.contains("--verify-since"), "says how to go on: {summary}");
+    stop(handle).await;
+
+    // The status branch names an unsigned commit (written by someone else):
+    // it would hide that commit from the check.
+    let (unsigned, merge) =
+        signed_merge_of_an_unsigned_commit(&remote.work, &key, "mirrors.yaml", &mirrors("evil.example/quay"));
+    let other = remote.scratch("other");
+    git(&other, &["clone", "-q", "-b", "winfleet/status", remote.bare.to_str().unwrap(), "c"]);
+    let clone = other.join("c");
+    let summary = std::fs::read_to_string(clone.join("status/summary.yaml")).unwrap();
+    let kept = summary.lines().filter(|l| !l.starts_with("lastAppliedRevision:"));
+    let forged: String = std::iter::once(format!("lastAppliedRevision: {unsigned}"))
+        .chain(kept.map(str::to_owned))
+        .map(|l| l + "\n")
+        .collect();
+    std::fs::write(clone.join("status/summary.yaml"), forged).unwrap();
+    git(&clone, &["commit", "-q", "-am", "forged"]);
+    git(&clone, &["push", "-q", "origin", "winfleet/status"]);
+    let mut handle = start(&fleet, Config { verify: all_since(&allowed), ..config(&remote) }).await;
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Invalid, merge.as_str()));
+    assert!(!hosts_toml(&fleet, 0).unwrap().contains("evil.example"), "nothing of the merge applied");
+    let summary = remote.show("winfleet/status", "status/summary.yaml").unwrap();
+    assert!(summary.contains(&format!("commit {} is not signed", &unsigned[..7])), "{summary}");
+    assert!(!summary.contains(&format!("lastAppliedRevision: {unsigned}")), "not put in force: {summary}");
+    stop(handle).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue_23_a_daemon_that_cannot_read_the_last_applied_revision_applies_nothing_until_verify_since_names_it() {
+    let fleet = TestFleet::start(1);
+    let scratch = remote(&fleet, "");
+    let (key, allowed) = alice(&scratch);
+    let remote = signed_remote(&fleet, &key);
+    let base = remote.tip("main").unwrap();
+    let head = commit(&remote.work, "NOTES.txt", "signed\n", Sign::Ssh(&key), None);
+    git(&remote.work, &["push", "-q", "origin", "main"]);
+    let unreadable = Some(format!("file://{}", remote.scratch("no-such-status").join("missing.git").display()));
+    let first = Config { verify: all_since(&allowed), status_url: unreadable.clone(), ..config(&remote) };
+    let mut handle = start(&fleet, first).await;
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Invalid, head.as_str()));
+    assert!(hosts_toml(&fleet, 0).is_none(), "nothing applied");
+    stop(handle).await;
+
+    // The admin names the last applied revision.
+    let verify = all_since(&allowed).map(|p| Policy { since: Some(base[..10].to_owned()), ..p });
+    let mut handle = start(&fleet, Config { verify, status_url: unreadable, ..config(&remote) }).await;
+    let record = next(&mut handle.records).await;
+    assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, head.as_str()));
+    assert!(hosts_toml(&fleet, 0).is_some());
     stop(handle).await;
 }

@@ -106,8 +106,10 @@ pub struct Config {
     /// This replica's Pod (namespace, name): what the daemon's own Events
     /// are about (a refused revision).
     pub pod: Option<(String, String)>,
-    /// Apply only commits signed by these keys.
-    pub verify: Option<(crate::source::signed::TrustedKeys, crate::source::signed::VerifyMode)>,
+    /// Apply only commits signed by these keys (and, in
+    /// `all-since-last-applied` mode, where the check starts after a
+    /// restart when the status branch cannot say).
+    pub verify: Option<crate::source::signed::Policy>,
 }
 
 /// A running daemon.

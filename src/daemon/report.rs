@@ -188,6 +188,21 @@ impl StatusWriter {
         self.previous(&target).await.summary.last_applied_revision
     }
 
+    /// The revision the status branch says was applied last, read from Git
+    /// (a status rendered and not pushed says nothing): Ok(None) when it
+    /// records none (or does not exist yet), Err when it cannot be read (no
+    /// status remote, the remote unreachable), never a guess.
+    pub async fn read_last_applied(&self, fleet: &FleetSettings) -> Result<Option<String>, String> {
+        let target = self.target(fleet);
+        if target.url.is_empty() {
+            return Err("no status remote is configured".to_owned());
+        }
+        let branch = target.branch.clone();
+        let files = self.blocking(move |repo| publish::read_current(repo, &target).map_err(|e| e.to_string())).await;
+        let files = files.map_err(|e| format!("cannot read the status branch {branch}: {e}"))?;
+        Ok(status::from_files(&files).summary.last_applied_revision)
+    }
+
     /// The revision last applied to an instance without failure, as the
     /// status last rendered says.
     pub fn applied_revision(&self, address: &str) -> Option<&str> {

@@ -8,7 +8,7 @@ use git2::{Oid, Repository};
 
 use crate::source::checkout::CheckoutSource;
 use crate::source::remote::{self, RemoteSource};
-use crate::source::signed::{self, TrustedKeys, VerifyMode};
+use crate::source::signed::{self, Range, TrustedKeys};
 use crate::source::transport::GitAuth;
 use crate::source::{Snapshot, SourceError};
 
@@ -86,21 +86,49 @@ impl Source {
         })
     }
 
-    /// Checks the signatures `mode` asks for on `revision` (and the commits
-    /// after `last_applied`): Ok with each commit's signer, or Err with
-    /// why the revision is not trusted.
+    /// Checks the signatures of `range` up to `revision`: Ok with each
+    /// commit's signer, or Err with why the revision is not trusted.
     pub fn verify(
         &self,
         keys: &TrustedKeys,
-        mode: VerifyMode,
         revision: &str,
-        last_applied: Option<&str>,
+        range: Range,
     ) -> Result<Result<Vec<String>, String>, SourceFailure> {
         let repo = self.repository()?;
         let git = |e: git2::Error| SourceFailure::Git(e.message().to_owned());
         let head = Oid::from_str(revision).map_err(git)?;
-        let since = last_applied.and_then(|r| Oid::from_str(r).ok()).filter(|id| repo.find_commit(*id).is_ok());
-        Ok(signed::verify(&repo, keys, head, mode, since).map(|ok| ok.into_iter().map(|(_, who)| who).collect()))
+        Ok(signed::verify_range(&repo, keys, head, range).map(|ok| ok.into_iter().map(|(_, who)| who).collect()))
+    }
+
+    /// Resolves `base` (a revision read back as the last applied one; `from`
+    /// says where) and checks it may start the commits verified up to
+    /// `revision` ([`signed::check_base`]): Ok with its id, or Err with why not.
+    pub fn check_base(
+        &self,
+        keys: &TrustedKeys,
+        revision: &str,
+        base: &str,
+        from: &str,
+    ) -> Result<Result<Oid, String>, SourceFailure> {
+        let repo = self.repository()?;
+        let git = |e: git2::Error| SourceFailure::Git(e.message().to_owned());
+        let head = Oid::from_str(revision).map_err(git)?;
+        let Ok(base) = repo.revparse_single(base).and_then(|o| o.peel_to_commit()).map(|c| c.id()) else {
+            return Ok(Err(format!(
+                "the last applied revision {} ({from}) is not an ancestor of the head {} (it is not in the repository), \
+                 so which commits are new cannot be told",
+                super::round::short(base),
+                super::round::short(revision)
+            )));
+        };
+        Ok(signed::check_base(&repo, keys, head, base, from).map(|()| base))
+    }
+
+    /// Whether `revision` is signed by one of `keys`: Err with why not.
+    pub fn check_signed(&self, keys: &TrustedKeys, revision: &str) -> Result<Result<(), String>, SourceFailure> {
+        let repo = self.repository()?;
+        let git = |e: git2::Error| SourceFailure::Git(e.message().to_owned());
+        Ok(keys.check(&repo, Oid::from_str(revision).map_err(git)?).map(|_| ()))
     }
 
     /// Whether everything between `from` and `to` only touched `status_path`.

@@ -23,6 +23,7 @@ use super::scope::{self, NodesScope};
 use super::source::{Source, SourceFailure};
 
 mod record;
+mod verify;
 use crate::cluster::connect::Cluster;
 use crate::cluster::join::JoinOptions;
 use crate::cluster::rollout::RolloutOptions;
@@ -90,6 +91,10 @@ pub struct Daemon {
     attempted: Option<String>,
     /// Its diagnostics when it is invalid.
     invalid: Vec<String>,
+    /// Where the next `all-since-last-applied` signature check starts: the
+    /// last revision applied after its check, or the one read back and
+    /// checked (`--verify-since`, the status branch); None until then.
+    verified_since: Option<String>,
     status: StatusWriter,
     suspension: super::suspend::Suspension,
     /// The payload last read from `--payload-dir`.
@@ -131,6 +136,7 @@ impl Daemon {
             seen: None,
             attempted: None,
             invalid: Vec::new(),
+            verified_since: None,
             status,
             payload,
             suspension: super::suspend::Suspension::new(),
@@ -270,7 +276,12 @@ impl Daemon {
         self.attempted = Some(revision.clone());
         let started = Instant::now();
         if let Some(refusal) = self.untrusted(&revision).await {
-            return Some(self.reject(revision, vec![refusal], started, schedule, work).await);
+            let record = self.reject(revision, vec![refusal.why], started, schedule, work).await;
+            if refusal.retry {
+                // Not the commit's fault: checked again at the next poll.
+                self.seen = None;
+            }
+            return Some(record);
         }
         let Some(loaded) = self.load(&revision).await else {
             // Not the commit's fault: try again on the next check.
@@ -284,6 +295,9 @@ impl Daemon {
         self.invalid.clear();
         schedule.reset_backoff();
         schedule.set_drift_every(desired.fleet.drift_interval, Instant::now());
+        if self.config.verify.is_some() {
+            self.verified_since = Some(revision.clone());
+        }
         self.applied = Some(Applied { revision, desired: Arc::new(desired) });
         self.metrics.set_applied_revision(self.applied.as_ref().map_or("", |a| a.revision.as_str()));
         self.full_round(RoundKind::Commit, schedule, work, stop).await

@@ -1,6 +1,7 @@
 //! What a round leaves behind: the verdict on a revision that may not be
-//! applied (invalid, or not signed by a trusted key), the per-node back-off
-//! and metrics after a round, and the status written for it.
+//! applied (invalid, or not signed by a trusted key: see [`super::verify`]),
+//! the per-node back-off and metrics after a round, and the status written
+//! for it.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -9,7 +10,6 @@ use tokio::time::Instant;
 
 use super::super::schedule::{Schedule, Work, node_outcomes};
 use super::{Applied, Daemon, RoundKind, RoundRecord, short};
-use crate::cluster::events::{Events, Reason, Regarding};
 use crate::cluster::rollout::{RebootResult, RebootStage};
 use crate::desired::kinds::fleet::DriftMode;
 use crate::desired::model::FleetSettings;
@@ -17,31 +17,6 @@ use crate::engine::report::NodeResult;
 use crate::reconcile::report::RoundReport;
 
 impl Daemon {
-    /// Why `revision` may not be applied when signatures are required
-    /// (`--trusted-keys`); None when it is trusted or none are required.
-    pub(super) async fn untrusted(&self, revision: &str) -> Option<String> {
-        let (keys, mode) = self.config.verify.clone()?;
-        let (rev, last) = (revision.to_owned(), self.applied.as_ref().map(|a| a.revision.clone()));
-        let verified =
-            self.git("verifying signatures", move |source| source.verify(&keys, mode, &rev, last.as_deref())).await;
-        match verified {
-            Ok(Ok(signers)) => {
-                tracing::info!(revision = %short(revision), signed_by = %signers.join(", "), "signature verified");
-                None
-            }
-            Ok(Err(why)) => {
-                if let (Some(cluster), Some((namespace, pod))) = (&self.cluster, &self.config.pod) {
-                    let note = format!("revision {} is not applied: {why}", short(revision));
-                    Events::new(cluster.client.clone())
-                        .publish(Regarding::Pod(namespace, pod), Reason::RevisionUntrusted, note)
-                        .await;
-                }
-                Some(format!("signature: {why}"))
-            }
-            Err(e) => Some(format!("signature: cannot be verified: {e}")),
-        }
-    }
-
     /// A revision that may not be applied (invalid, or not signed by a
     /// trusted key): its errors go into status; the revision in force stays.
     pub(super) async fn reject(
@@ -81,9 +56,13 @@ impl Daemon {
     }
 
     /// After a restart on an invalid head: the last applied revision the
-    /// status branch records, when it can still be read and is valid.
+    /// status branch records, when it can still be read and is valid (and,
+    /// when signatures are required, signed by a trusted key).
     pub(super) async fn recover_applied(&mut self) {
         let Some(revision) = self.status.last_applied(&FleetSettings::default()).await else { return };
+        if !self.trusted_in_force(&revision).await {
+            return;
+        }
         let Some(desired) = self.load(&revision).await.and_then(|l| l.desired) else {
             tracing::warn!(revision = %revision, "the last applied revision cannot be read any more; nothing is in force");
             return;

@@ -11,9 +11,9 @@
 //! Trusted keys come from files or directories given on the command line
 //! (a mounted Secret), never from the repository being verified. Only the
 //! head is checked, as Flux does, unless every commit since the last
-//! applied one must be signed ([`VerifyMode::AllSinceLastApplied`]).
-//! Nothing cryptographic is written here: parsing the allowed-signers
-//! format and choosing which commits to check is.
+//! applied one must be signed ([`VerifyMode::AllSinceLastApplied`]; which
+//! commits that is, is a [`Range`]). Nothing cryptographic is written here:
+//! parsing the allowed-signers format and choosing which commits to check is.
 
 pub mod allowed;
 mod openpgp;
@@ -34,6 +34,49 @@ pub enum VerifyMode {
     Head,
     /// Every commit after the last applied one, up to the head.
     AllSinceLastApplied,
+}
+
+/// What `--trusted-keys`, `--verify-mode` and `--verify-since` ask for.
+#[derive(Clone, Debug)]
+pub struct Policy {
+    /// The trusted keys.
+    pub keys: TrustedKeys,
+    /// Which commits must be signed.
+    pub mode: VerifyMode,
+    /// The last applied revision as the admin names it (`--verify-since`):
+    /// where [`VerifyMode::AllSinceLastApplied`] starts when nothing was
+    /// applied in this process yet; before the status branch's record.
+    pub since: Option<String>,
+}
+
+impl Policy {
+    /// Head-only verification with `keys`.
+    pub fn head(keys: TrustedKeys) -> Self {
+        Self { keys, mode: VerifyMode::Head, since: None }
+    }
+}
+
+/// Which commits up to the head are checked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Range {
+    /// The head alone.
+    Head,
+    /// Every commit reachable from the head and not from this one (the
+    /// last applied revision); the head alone when it is this one.
+    Since(Oid),
+    /// Every commit reachable from the head: nothing was applied before.
+    History,
+}
+
+impl Range {
+    /// The range `mode` asks for, given the last applied revision (none:
+    /// the head alone, as outside the daemon without `--verify-since`).
+    pub fn of(mode: VerifyMode, last_applied: Option<Oid>) -> Self {
+        match (mode, last_applied) {
+            (VerifyMode::AllSinceLastApplied, Some(since)) => Range::Since(since),
+            _ => Range::Head,
+        }
+    }
 }
 
 /// The keys whose signatures are trusted.
@@ -162,16 +205,66 @@ pub fn verify(
     mode: VerifyMode,
     last_applied: Option<Oid>,
 ) -> Result<Vec<(Oid, String)>, String> {
-    let commits = match (mode, last_applied) {
-        (VerifyMode::AllSinceLastApplied, Some(since)) if since != head => {
-            let mut walk = repo.revwalk().map_err(|e| e.message().to_owned())?;
-            walk.push(head).map_err(|e| e.message().to_owned())?;
-            walk.hide(since).map_err(|e| e.message().to_owned())?;
-            walk.collect::<Result<Vec<Oid>, _>>().map_err(|e| e.message().to_owned())?
+    verify_range(repo, keys, head, Range::of(mode, last_applied))
+}
+
+/// Checks every commit of `range` up to `head`: each commit's signer, or
+/// the first refusal.
+pub fn verify_range(
+    repo: &Repository,
+    keys: &TrustedKeys,
+    head: Oid,
+    range: Range,
+) -> Result<Vec<(Oid, String)>, String> {
+    let commits = commits(repo, head, range)?;
+    let untrusted = |why: String| {
+        let why = format!("{why}; only commits signed by a trusted key are applied (trusted: {})", keys.describe());
+        match range {
+            Range::History => format!(
+                "{why}; nothing was applied before, so every commit of the history was checked \
+                 (--verify-since names the last trusted revision)"
+            ),
+            Range::Head | Range::Since(_) => why,
         }
-        _ => vec![head],
     };
-    let untrusted =
-        |why: String| format!("{why}; only commits signed by a trusted key are applied (trusted: {})", keys.describe());
     commits.into_iter().map(|id| keys.check(repo, id).map(|signer| (id, signer)).map_err(untrusted)).collect()
+}
+
+/// The commits of `range` up to `head`, newest first.
+fn commits(repo: &Repository, head: Oid, range: Range) -> Result<Vec<Oid>, String> {
+    let hide = match range {
+        Range::Head => return Ok(vec![head]),
+        Range::Since(since) if since == head => return Ok(vec![head]),
+        Range::Since(since) => Some(since),
+        Range::History => None,
+    };
+    let git = |e: git2::Error| e.message().to_owned();
+    let mut walk = repo.revwalk().map_err(git)?;
+    walk.push(head).map_err(git)?;
+    if let Some(since) = hide {
+        walk.hide(since).map_err(|e| format!("the last applied revision {}: {}", short(since), e.message()))?;
+    }
+    walk.collect::<Result<Vec<Oid>, _>>().map_err(git)
+}
+
+/// Whether `base`, read back as the last applied revision (`from` says
+/// where: the status branch, `--verify-since`), may start the range of
+/// commits checked up to `head`: a commit of the head's history (else which
+/// commits are new cannot be told) signed by a trusted key (every applied
+/// head was). Err says why not.
+pub fn check_base(repo: &Repository, keys: &TrustedKeys, head: Oid, base: Oid, from: &str) -> Result<(), String> {
+    let named = format!("the last applied revision {} ({from})", short(base));
+    let ancestor = base == head || repo.graph_descendant_of(head, base).unwrap_or(false);
+    if !ancestor {
+        return Err(format!(
+            "{named} is not an ancestor of the head {}, so which commits are new cannot be told",
+            short(head)
+        ));
+    }
+    keys.check(repo, base).map(|_| ()).map_err(|why| format!("{named} is not signed by a trusted key: {why}"))
+}
+
+/// The short form of a commit id.
+fn short(id: Oid) -> String {
+    id.to_string().chars().take(7).collect()
 }

@@ -1,0 +1,185 @@
+//! Whether a new head may be applied when signatures are required
+//! (`--trusted-keys`, [`crate::source::signed`]).
+//!
+//! With `--verify-mode all-since-last-applied` the commits checked start
+//! after the last applied revision. The daemon knows it once it applied a
+//! revision; until then (a restart, a leader handover: the cache is an
+//! emptyDir) it reads it back: the revision `--verify-since` names, else
+//! the one the status branch records, accepted only as a signed ancestor
+//! of the head. A status branch that records none means nothing was ever
+//! applied, so the whole history is checked; one that cannot be read means
+//! nothing is applied (issue 23: checking only the head there let a signed
+//! merge bring in an unsigned commit).
+
+use git2::Oid;
+
+use super::{Daemon, short};
+use crate::cluster::events::{Events, Reason, Regarding};
+use crate::desired::model::FleetSettings;
+use crate::source::signed::{Policy, Range, VerifyMode};
+
+/// Where `--verify-since` comes from, in messages.
+const FROM_FLAG: &str = "--verify-since";
+/// Where the status branch's record comes from, in messages.
+const FROM_STATUS: &str = "the status branch's lastAppliedRevision";
+/// What a daemon that cannot read where the check starts does.
+const UNTIL_READ: &str = "with --verify-mode all-since-last-applied nothing is applied until the status branch can be \
+                          read or --verify-since names the last applied revision";
+/// What a daemon that must not start the check where it was told does.
+const UNTIL_NAMED: &str =
+    "with --verify-mode all-since-last-applied nothing is applied until --verify-since names the last applied revision";
+
+/// A head that may not be applied.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Refusal {
+    /// Why, for status (`signature: …`).
+    pub why: String,
+    /// Not the head's fault (a read failed): checked again at the next poll.
+    pub retry: bool,
+}
+
+/// Where the commits checked start when nothing was applied in this
+/// process yet.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Start {
+    /// After this revision (`from` says who named it); still to be checked
+    /// as a signed ancestor of the head.
+    After {
+        /// The revision.
+        revision: String,
+        /// `--verify-since`, or the status branch.
+        from: &'static str,
+    },
+    /// The whole history: nothing was ever applied.
+    History,
+    /// Unknown: nothing may be applied; why.
+    Unknown(String),
+}
+
+/// Where the check starts when the status branch says `recorded` (read
+/// only without `--verify-since`). Pure.
+pub(super) fn start(recorded: Result<Option<String>, String>) -> Start {
+    match recorded {
+        Ok(Some(revision)) => Start::After { revision, from: FROM_STATUS },
+        Ok(None) => Start::History,
+        Err(e) => Start::Unknown(format!("the last applied revision cannot be read back from the status branch ({e})")),
+    }
+}
+
+impl Daemon {
+    /// Why `revision` may not be applied when signatures are required;
+    /// None when it is trusted or none are required.
+    pub(super) async fn untrusted(&mut self, revision: &str) -> Option<Refusal> {
+        let policy = self.config.verify.clone()?;
+        let range = match self.range(&policy, revision).await {
+            Ok(range) => range,
+            Err(refusal) => {
+                self.publish_refusal(revision, &refusal.why).await;
+                return Some(refusal);
+            }
+        };
+        let (keys, rev) = (policy.keys, revision.to_owned());
+        match self.git("verifying signatures", move |source| source.verify(&keys, &rev, range)).await {
+            Ok(Ok(signers)) => {
+                tracing::info!(revision = %short(revision), signed_by = %signers.join(", "), "signature verified");
+                None
+            }
+            Ok(Err(why)) => {
+                let why = format!("signature: {why}");
+                self.publish_refusal(revision, &why).await;
+                Some(Refusal { why, retry: false })
+            }
+            Err(e) => Some(Refusal { why: format!("signature: cannot be verified: {e}"), retry: true }),
+        }
+    }
+
+    /// The commits to check up to `revision`.
+    async fn range(&mut self, policy: &Policy, revision: &str) -> Result<Range, Refusal> {
+        if policy.mode == VerifyMode::Head {
+            return Ok(Range::Head);
+        }
+        if let Some(id) = self.verified_since.as_deref().and_then(|r| Oid::from_str(r).ok()) {
+            return Ok(Range::Since(id));
+        }
+        // The admin's word comes first: --verify-since is how a daemon that
+        // cannot read the status branch (or must not believe it) is told.
+        // The status branch is read where the Fleet's defaults put it: the
+        // head, not verified yet, is not loaded to find out.
+        let start = match &policy.since {
+            Some(revision) => Start::After { revision: revision.clone(), from: FROM_FLAG },
+            None => start(self.status.read_last_applied(&FleetSettings::default()).await),
+        };
+        let (base, from) = match start {
+            Start::After { revision, from } => (revision, from),
+            Start::History => {
+                tracing::warn!(
+                    "the status branch records no applied revision: every commit of the history must be signed"
+                );
+                return Ok(Range::History);
+            }
+            Start::Unknown(why) => {
+                return Err(Refusal { why: format!("signature: {why}; {UNTIL_READ}"), retry: true });
+            }
+        };
+        let (keys, head) = (policy.keys.clone(), revision.to_owned());
+        let checked = self
+            .git("checking the last applied revision", move |source| source.check_base(&keys, &head, &base, from))
+            .await;
+        match checked {
+            Ok(Ok(id)) => {
+                tracing::info!(since = %short(&id.to_string()), %from, "signatures are checked after the last applied revision");
+                self.verified_since = Some(id.to_string());
+                Ok(Range::Since(id))
+            }
+            Ok(Err(why)) => Err(Refusal { why: format!("signature: {why}; {UNTIL_NAMED}"), retry: false }),
+            Err(e) => Err(Refusal { why: format!("signature: cannot be verified: {e}"), retry: true }),
+        }
+    }
+
+    /// A `RevisionUntrusted` Event on the daemon's Pod.
+    async fn publish_refusal(&self, revision: &str, why: &str) {
+        if let (Some(cluster), Some((namespace, pod))) = (&self.cluster, &self.config.pod) {
+            let why = why.strip_prefix("signature: ").unwrap_or(why);
+            let note = format!("revision {} is not applied: {why}", short(revision));
+            Events::new(cluster.client.clone())
+                .publish(Regarding::Pod(namespace, pod), Reason::RevisionUntrusted, note)
+                .await;
+        }
+    }
+
+    /// Whether `revision`, read back from the status branch to stay in
+    /// force, is signed by a trusted key (when keys are required): the
+    /// status branch alone must not put a revision in force.
+    pub(super) async fn trusted_in_force(&self, revision: &str) -> bool {
+        let Some(policy) = self.config.verify.clone() else { return true };
+        let rev = revision.to_owned();
+        match self.git("verifying signatures", move |source| source.check_signed(&policy.keys, &rev)).await {
+            Ok(Ok(())) => true,
+            Ok(Err(why)) | Err(why) => {
+                tracing::warn!(revision = %short(revision), %why, "the last applied revision the status branch records is not trusted; nothing is in force");
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_branchs_record_starts_the_check_and_no_record_means_the_whole_history() {
+        let recorded = start(Ok(Some("4b825dc".into())));
+        assert_eq!(recorded, Start::After { revision: "4b825dc".into(), from: FROM_STATUS });
+        assert_eq!(start(Ok(None)), Start::History);
+    }
+
+    #[test]
+    fn issue_23_a_status_branch_that_cannot_be_read_leaves_the_start_unknown_and_says_why() {
+        let Start::Unknown(why) = start(Err("no status remote is configured".into())) else { panic!("unknown") };
+        assert_eq!(
+            why,
+            "the last applied revision cannot be read back from the status branch (no status remote is configured)"
+        );
+    }
+}
