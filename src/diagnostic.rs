@@ -2,10 +2,11 @@
 //! column and JSON pointer.
 //!
 //! Owns the one printed format, `path:line:column: /json/pointer: message`,
-//! and the ordering that makes output deterministic. It never decides what is
-//! wrong; the stages of [`crate::desired`] do.
+//! the ordering that makes output deterministic, and how a message shows a
+//! value from the repository ([`shown`]). It never decides what is wrong;
+//! the stages of [`crate::desired`] do.
 
-use std::fmt;
+use std::fmt::{self, Write};
 
 /// How serious a diagnostic is: errors reject the revision, warnings do not.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -71,7 +72,11 @@ impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}:{}: ", self.path, self.line, self.column)?;
         if !self.pointer.is_empty() {
-            write!(f, "{}: ", self.pointer)?;
+            // A key is a value too: each reference token is shown cut.
+            for token in self.pointer.split('/').skip(1) {
+                write!(f, "/{}", shown_bare(token))?;
+            }
+            f.write_str(": ")?;
         }
         if self.severity == Severity::Warning {
             f.write_str("warning: ")?;
@@ -97,9 +102,93 @@ pub fn child(pointer: &str, token: impl fmt::Display) -> String {
     format!("{pointer}/{}", escape_token(&token.to_string()))
 }
 
+/// How many characters of a value a message shows.
+pub const SHOWN_CHARS: usize = 80;
+
+/// A value from the repository as a message shows it: in double quotes,
+/// cut after [`SHOWN_CHARS`] characters with its size (`"aaa…" (1000000
+/// characters)`), and each character a reader cannot see as its code point
+/// (`<U+0007>`, `<U+202E>`). `{:?}` would repeat the whole value with Rust
+/// escapes (`\u{7}`): a 1-million-character address once made 8.4 MB of
+/// stderr (issue 23).
+pub fn shown(value: &str) -> String {
+    show(value, true)
+}
+
+/// [`shown`] without the quotes, for a value that is not a string (a JSON
+/// document, a number).
+pub fn shown_bare(value: &str) -> String {
+    show(value, false)
+}
+
+fn show(value: &str, quoted: bool) -> String {
+    let mut out = String::with_capacity(value.len().min(SHOWN_CHARS * 2) + 32);
+    if quoted {
+        out.push('"');
+    }
+    let mut chars = value.chars();
+    for c in chars.by_ref().take(SHOWN_CHARS) {
+        if is_unseen(c) {
+            let _ = write!(out, "<U+{:04X}>", u32::from(c));
+        } else {
+            out.push(c);
+        }
+    }
+    let cut = chars.next().is_some();
+    if cut {
+        out.push('…');
+    }
+    if quoted {
+        out.push('"');
+    }
+    if cut {
+        let _ = write!(out, " ({} characters)", value.chars().count());
+    }
+    out
+}
+
+/// A character a reader cannot see, or that moves what follows: control
+/// characters, line and paragraph separators, bidirectional marks,
+/// embeddings, overrides and isolates, zero-width characters, the byte
+/// order mark and the soft hyphen.
+pub fn is_unseen(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{00AD}'
+                | '\u{061C}'
+                | '\u{180E}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{2028}'..='\u{202E}'
+                | '\u{2060}'..='\u{2069}'
+                | '\u{FEFF}'
+        )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn values_are_shown_cut_with_their_size() {
+        assert_eq!(shown("win-1"), "\"win-1\"");
+        assert_eq!(shown(r"C:\k"), r#""C:\k""#);
+        let long = "a".repeat(1_000_000);
+        let text = shown(&long);
+        assert_eq!(text, format!("\"{}…\" (1000000 characters)", "a".repeat(SHOWN_CHARS)));
+        assert_eq!(shown(&"a".repeat(SHOWN_CHARS)), format!("\"{}\"", "a".repeat(SHOWN_CHARS)));
+        assert_eq!(shown_bare("{\"a\":1}"), "{\"a\":1}");
+        assert_eq!(shown(&"é".repeat(100)).chars().filter(|c| *c == 'é').count(), SHOWN_CHARS);
+    }
+
+    #[test]
+    fn unseen_characters_are_shown_as_code_points() {
+        assert_eq!(shown("a\u{7}b\nc"), "\"a<U+0007>b<U+000A>c\"");
+        assert_eq!(shown("rtl\u{202e}txt.exe"), "\"rtl<U+202E>txt.exe\"");
+        assert_eq!(shown("\u{0}"), "\"<U+0000>\"");
+        assert!(!shown("x\u{85}\u{2028}\u{feff}").contains(['\u{85}', '\u{2028}', '\u{feff}']));
+        assert_eq!(shown("é ünï 中文"), "\"é ünï 中文\"");
+    }
 
     #[test]
     fn displays_path_position_pointer_and_message() {
@@ -115,6 +204,18 @@ mod tests {
         d.line = 1;
         d.column = 1;
         assert_eq!(d.to_string(), "x.yaml:1:1: warning: careful");
+    }
+
+    #[test]
+    fn pointers_show_their_keys_cut() {
+        let mut d = Diagnostic::error("x.yaml", 0, child("/spec", "k".repeat(1000) + "\n"), "unknown field");
+        d.line = 1;
+        d.column = 1;
+        let text = d.to_string();
+        assert!(
+            text.starts_with(&format!("x.yaml:1:1: /spec/{}… (1001 characters): ", "k".repeat(SHOWN_CHARS))),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! Golden scripts: what each dialect sends to a node, byte for byte. The
 //! PowerShell dialect cannot run here (no Windows host), so its scripts are
-//! pinned by these files and reviewed by hand: every repository value must
-//! appear only as a base64 literal in single quotes.
+//! pinned by these files, parsed with the PowerShell grammar
+//! (tests/support/powershell.rs: no syntax error, every base64 value inside
+//! a string literal, as written and as sent) and reviewed by hand: every
+//! repository value must appear only as a base64 literal in single quotes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -74,6 +76,14 @@ fn scripts_match_their_golden_files() {
             let path = support::fixture(&format!("dialect/{name}-{kind}.{ext}"));
             if let Err(e) = support::check_golden(&path, &text) {
                 failures.push(e);
+            }
+            if shell == Shell::Powershell {
+                if let Err(e) = support::powershell::check(&text) {
+                    failures.push(format!("{}: {e}", path.display()));
+                }
+                if let Err(e) = support::powershell::check_wrapped(&powershell::wrap(&text)) {
+                    failures.push(format!("{} as sent: {e}", path.display()));
+                }
             }
         }
     }

@@ -1,8 +1,10 @@
 //! Golden scripts of the node lifecycle: what each dialect sends to a node
 //! to observe, prepare and apply a configure, byte for byte. The PowerShell
 //! scripts cannot run here (no Windows host); they are pinned by these
-//! files and reviewed by hand: every repository and cluster value must
-//! reach the node only inside a base64 literal.
+//! files, parsed with the PowerShell grammar (tests/support/powershell.rs:
+//! no syntax error, every base64 value inside a string literal, as written
+//! and as sent) and reviewed by hand: every repository and cluster value
+//! must reach the node only inside a base64 literal.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -259,18 +261,21 @@ fn deconfigure_script(shell: Shell) -> String {
 fn lifecycle_scripts_match_their_golden_files() {
     let mut failures = Vec::new();
     for (shell, name, ext) in [(Shell::Powershell, "powershell", "ps1"), (Shell::Posix, "posix", "sh")] {
-        let path = support::fixture(&format!("dialect/lifecycle/{name}-upgrade-apply.{ext}"));
-        if let Err(e) = support::check_golden(&path, &upgrade_script(shell)) {
-            failures.push(e);
-        }
-        let path = support::fixture(&format!("dialect/lifecycle/{name}-deconfigure-apply.{ext}"));
-        if let Err(e) = support::check_golden(&path, &deconfigure_script(shell)) {
-            failures.push(e);
-        }
-        for (kind, text) in scripts(shell) {
+        let mut texts =
+            vec![("upgrade-apply", upgrade_script(shell)), ("deconfigure-apply", deconfigure_script(shell))];
+        texts.extend(scripts(shell));
+        for (kind, text) in texts {
             let path = support::fixture(&format!("dialect/lifecycle/{name}-{kind}.{ext}"));
             if let Err(e) = support::check_golden(&path, &text) {
                 failures.push(e);
+            }
+            if shell == Shell::Powershell {
+                if let Err(e) = support::powershell::check(&text) {
+                    failures.push(format!("{}: {e}", path.display()));
+                }
+                if let Err(e) = support::powershell::check_wrapped(&powershell::wrap(&text)) {
+                    failures.push(format!("{} as sent: {e}", path.display()));
+                }
             }
         }
     }

@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 
+use crate::diagnostic::{shown, shown_bare};
+
 /// The services manifest: the services every node runs, in start order.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServicesManifest {
@@ -85,12 +87,12 @@ impl NodeJsonPath {
                 parts.push(Part::Text(rest[..open].to_owned()));
             }
             let inner = &rest[open + 1..];
-            let close = inner.find('}').ok_or_else(|| format!("{text:?}: a '{{' is never closed"))?;
-            parts.push(Part::Field(field_path(&inner[..close]).map_err(|e| format!("{text:?}: {e}"))?));
+            let close = inner.find('}').ok_or_else(|| format!("{}: a '{{' is never closed", shown(text)))?;
+            parts.push(Part::Field(field_path(&inner[..close]).map_err(|e| format!("{}: {e}", shown(text)))?));
             rest = &inner[close + 1..];
         }
         if rest.contains('}') {
-            return Err(format!("{text:?}: a '}}' without its '{{'"));
+            return Err(format!("{}: a '}}' without its '{{'", shown(text)));
         }
         if !rest.is_empty() {
             parts.push(Part::Text(rest.to_owned()));
@@ -126,9 +128,10 @@ impl NodeJsonPath {
 
 /// `.a.b\.c` → `["a", "b.c"]`.
 fn field_path(expr: &str) -> Result<Vec<String>, String> {
-    let expr = expr.trim();
-    let expr = expr.strip_prefix('$').unwrap_or(expr);
-    let Some(mut rest) = expr.strip_prefix('.') else {
+    let trimmed = expr.trim();
+    let trimmed = trimmed.strip_prefix('$').unwrap_or(trimmed);
+    let expr = shown_bare(trimmed);
+    let Some(mut rest) = trimmed.strip_prefix('.') else {
         return Err(format!("{{{expr}}} is not a field path: winfleet evaluates text and {{.field.field}} paths only"));
     };
     let mut fields = Vec::new();

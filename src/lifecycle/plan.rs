@@ -173,7 +173,13 @@ fn services<'a>(
             plan.waiting.push(format!("service {}: the node did not report its home directory", service.name));
             continue;
         }
-        let (definition, unit) = resolve::definition(spec.shell, service, &command, home);
+        let (definition, unit) = match resolve::definition(spec.shell, service, &command, home) {
+            Ok(d) => d,
+            Err(e) => {
+                plan.waiting.push(format!("service {}: {e}", service.name));
+                continue;
+            }
+        };
         let observed = facts.services.get(&service.name);
         let state = observed.map_or(ServiceState::Absent, |o| o.state.clone());
         let defined = observed.and_then(|o| o.definition.as_ref()).is_some_and(|d| same_definition(d, &definition));

@@ -1,5 +1,6 @@
 //! Service commands with their variables resolved, and the definition a
-//! node should hold for each service. Pure.
+//! node should hold for each service: a systemd unit whose values are
+//! escaped for its lines, or a Windows service's values. Pure.
 //!
 //! As WMCO's WICD does (`expectedServiceCommand`), a variable's name is
 //! replaced by its value wherever it occurs in the command: node variables
@@ -9,12 +10,15 @@
 //! (letters, digits and `. _ : / \ = , @ + % -`): a Node annotation or a
 //! script's output never smuggles a second command into a service.
 
+use std::fmt::Write;
+
 use serde_json::Value;
 
 use super::ServiceSpec;
 use super::facts::{Definition, LifecycleFacts};
 use crate::desired::kinds::instances::Shell;
 use crate::desired::services::{NodeVariable, PreScript};
+use crate::diagnostic::shown;
 use crate::node::sha256_hex;
 
 /// The start type every service gets: automatic (Windows `Start` = 2), so
@@ -30,7 +34,9 @@ pub fn check_value(name: &str, value: &str) -> Result<(), String> {
     match value.chars().find(|c| !safe(*c)) {
         None => Ok(()),
         Some(c) => Err(format!(
-            "variable {name} resolved to {value:?}, which holds {c:?}: winfleet puts only letters, digits and . _ : / \\ = , @ + % - into a command line"
+            "variable {name} resolved to {}, which holds {}: winfleet puts only letters, digits and . _ : / \\ = , @ + % - into a command line",
+            shown(value),
+            shown(&c.to_string())
         )),
     }
 }
@@ -74,12 +80,18 @@ pub fn pre_script(script: &PreScript, node: Option<&Value>) -> Result<String, St
 }
 
 /// The definition `service` should have with `command` resolved, and for
-/// posix nodes the unit file that carries it.
-pub fn definition(shell: Shell, service: &ServiceSpec, command: &str, home: &str) -> (Definition, Option<String>) {
+/// posix nodes the unit file that carries it; an error when a value cannot
+/// be written into a unit file (see [`unit_file`]).
+pub fn definition(
+    shell: Shell,
+    service: &ServiceSpec,
+    command: &str,
+    home: &str,
+) -> Result<(Definition, Option<String>), String> {
     match shell {
         Shell::Posix => {
-            let unit = unit_file(service, command, home);
-            (Definition::Unit { sha256: sha256_hex(unit.as_bytes()) }, Some(unit))
+            let unit = unit_file(service, command, home)?;
+            Ok((Definition::Unit { sha256: sha256_hex(unit.as_bytes()) }, Some(unit)))
         }
         Shell::Powershell => {
             let mut dependencies = service.dependencies.clone();
@@ -90,7 +102,7 @@ pub fn definition(shell: Shell, service: &ServiceSpec, command: &str, home: &str
                 dependencies,
                 start: AUTOMATIC.to_owned(),
             };
-            (definition, None)
+            Ok((definition, None))
         }
     }
 }
@@ -115,22 +127,76 @@ pub fn same_definition(observed: &Definition, desired: &Definition) -> bool {
 /// program made absolute from the SSH user's home, which is also the
 /// working directory (so relative paths in arguments resolve the way the
 /// Fleet's other relative directories do).
-pub fn unit_file(service: &ServiceSpec, command: &str, home: &str) -> String {
+///
+/// Every value is escaped for its line ([`unit_value`], [`unit_name`]);
+/// one that a unit file cannot hold (a control character, a final
+/// backslash, a dependency that is not a unit name) is an error, never a
+/// line of its own: validation refuses these in the manifest, and the home
+/// directory is the node's to report (issue 23).
+pub fn unit_file(service: &ServiceSpec, command: &str, home: &str) -> Result<String, String> {
     let home = home.trim_end_matches('/');
     let command = command.trim();
     let command =
         if command.starts_with('/') || home.is_empty() { command.to_owned() } else { format!("{home}/{command}") };
+    let description = unit_value(&service.description(), false).map_err(|e| format!("the name {e}"))?;
     let mut unit = String::from("# Managed by winfleet from the services manifest. Changes are overwritten.\n[Unit]\n");
-    unit.push_str(&format!("Description={}\n", service.description()));
+    let _ = writeln!(unit, "Description={description}");
     if !service.dependencies.is_empty() {
-        let deps: Vec<String> = service.dependencies.iter().map(|d| format!("{d}.service")).collect();
-        unit.push_str(&format!("Requires={}\nAfter={}\n", deps.join(" "), deps.join(" ")));
+        let deps: Vec<String> = service
+            .dependencies
+            .iter()
+            .map(|d| unit_name(d).map_err(|e| format!("dependency {e}")))
+            .collect::<Result<_, _>>()?;
+        let deps = deps.join(" ");
+        let _ = write!(unit, "Requires={deps}\nAfter={deps}\n");
     }
-    unit.push_str(&format!(
-        "\n[Service]\nWorkingDirectory={home}\nExecStart={command}\nRestart=always\nRestartSec=10\n"
-    ));
+    let home = unit_value(home, false).map_err(|e| format!("the home directory {} {e}", shown(home)))?;
+    let command = unit_value(&command, true).map_err(|e| format!("the command {e}"))?;
+    let _ = write!(unit, "\n[Service]\nWorkingDirectory={home}\nExecStart={command}\nRestart=always\nRestartSec=10\n");
     unit.push_str("\n[Install]\nWantedBy=multi-user.target\n");
-    unit
+    Ok(unit)
+}
+
+/// A value for a unit file's `Key=Value` line, escaped so that systemd
+/// reads back exactly `value`: `%` is doubled (a specifier otherwise) and,
+/// for an `Exec*=` command line (`exec`), `$` too (a variable otherwise).
+/// The command line's own quoting and backslashes are systemd's syntax for
+/// words and are kept. Refused: a character a line cannot hold (a control
+/// character; a newline would start a new key or section), a final
+/// backslash (systemd joins the next line to it: `conf-parser.c`), and
+/// white space at either end (systemd strips it).
+pub fn unit_value(value: &str, exec: bool) -> Result<String, String> {
+    if let Some(c) = value.chars().find(|c| c.is_control()) {
+        return Err(format!("holds the control character U+{:04X}, which a unit file line cannot", u32::from(c)));
+    }
+    if value.trim() != value {
+        return Err("starts or ends with white space, which systemd would drop".into());
+    }
+    let trailing = value.chars().rev().take_while(|c| *c == '\\').count();
+    if !trailing.is_multiple_of(2) {
+        return Err("ends with a backslash, which would join the next line of the unit file to it".into());
+    }
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '%' => out.push_str("%%"),
+            '$' if exec => out.push_str("$$"),
+            c => out.push(c),
+        }
+    }
+    Ok(out)
+}
+
+/// The unit name of a service, `<name>.service`, for `Requires=` and
+/// `After=` lines: only the characters systemd allows in a unit name
+/// (letters, digits, `:`, `-`, `_`, `.`, `\`; `unit-name.c`), so a name
+/// is one word of the list and adds no key.
+pub fn unit_name(name: &str) -> Result<String, String> {
+    let valid = |c: char| c.is_ascii_alphanumeric() || ":-_.\\".contains(c);
+    if name.is_empty() || !name.chars().all(valid) {
+        return Err(format!("{} is not a systemd unit name", shown(name)));
+    }
+    Ok(format!("{name}.service"))
 }
 
 #[cfg(test)]
@@ -171,7 +237,7 @@ mod tests {
         let node = serde_json::json!({"metadata": {"name": "win-1; rm -rf /"}});
         let facts = LifecycleFacts::default();
         let e = command(&service(), Some(&node), &facts).unwrap_err();
-        assert!(e.contains("holds ';'"), "{e}");
+        assert!(e.contains("holds \";\""), "{e}");
         let mut facts = LifecycleFacts::default();
         facts.variables.insert(("hybrid-overlay-node".into(), "NODE_IP".into()), Ok("1.2.3.4 $(id)".into()));
         let node = serde_json::json!({"metadata": {"name": "win-1"}});
@@ -180,17 +246,42 @@ mod tests {
 
     #[test]
     fn units_make_the_program_absolute_and_work_from_home() {
-        let unit = unit_file(&service(), "payload/hon --node win-1", "/home/u/");
+        let unit = unit_file(&service(), "payload/hon --node win-1", "/home/u/").unwrap();
         assert!(unit.contains("ExecStart=/home/u/payload/hon --node win-1\n"), "{unit}");
         assert!(unit.contains("WorkingDirectory=/home/u\n"));
         assert!(unit.contains("Requires=kubelet.service\nAfter=kubelet.service\n"));
         assert!(unit.contains("Description=OpenShift managed hybrid-overlay-node\n"));
-        assert!(unit_file(&service(), "/usr/bin/x", "/h").contains("ExecStart=/usr/bin/x\n"));
+        assert!(unit_file(&service(), "/usr/bin/x", "/h").unwrap().contains("ExecStart=/usr/bin/x\n"));
+    }
+
+    #[test]
+    fn units_refuse_what_would_add_a_line_issue_23() {
+        let mut s = service();
+        s.dependencies = vec!["kubelet\nExecStartPost=/bin/id".into()];
+        assert!(unit_file(&s, "/x", "/h").unwrap_err().contains("not a systemd unit name"));
+        assert!(unit_file(&service(), "/x", "/h\nExecStartPre=/bin/id").is_err());
+        assert!(unit_file(&service(), "/x\r[Service]", "/h").is_err());
+        let unit = unit_file(&service(), "/x 50% $HOME", "/h%").unwrap();
+        assert!(unit.contains("WorkingDirectory=/h%%\nExecStart=/x 50%% $$HOME\n"), "{unit}");
+    }
+
+    #[test]
+    fn unit_values_are_escaped_or_refused() {
+        assert_eq!(unit_value("50% of $HOME", false).unwrap(), "50%% of $HOME");
+        assert_eq!(unit_value("/x --p=$HOME %n", true).unwrap(), "/x --p=$$HOME %%n");
+        assert_eq!(unit_value(r"C:\\k\\", true).unwrap(), r"C:\\k\\", "an escaped final backslash ends the line");
+        for bad in ["a\nExecStartPost=/bin/id", "a\rb", "nul\0", r"tail\", r"tail\\\", " lead", "trail "] {
+            assert!(unit_value(bad, true).is_err(), "{bad:?}");
+        }
+        assert_eq!(unit_name("kubelet").unwrap(), "kubelet.service");
+        for bad in ["", "a b", "a\nb", "a%b", "a/b", "a$b"] {
+            assert!(unit_name(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
     fn windows_definitions_compare_dependencies_as_sets() {
-        let (desired, unit) = definition(Shell::Powershell, &service(), "C:\\k\\hon.exe", "");
+        let (desired, unit) = definition(Shell::Powershell, &service(), "C:\\k\\hon.exe", "").unwrap();
         assert!(unit.is_none());
         let observed = Definition::Windows {
             image_path: "C:\\k\\hon.exe".into(),

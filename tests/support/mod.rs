@@ -122,13 +122,15 @@ pub fn winfleet(args: &[&str]) -> (i32, String, String) {
     )
 }
 pub mod apiserver;
-pub mod controlplane;
 pub mod containerd;
+pub mod controlplane;
 pub mod daemon;
 pub mod fleet;
 pub mod fuzz;
 pub mod join;
 pub mod join_payload;
 pub mod kubelet;
+pub mod powershell;
 pub mod registry;
 pub mod remote;
+pub mod systemd_unit;

@@ -7,9 +7,12 @@
 //! service after its first unexplored dependency, so some cycles pass
 //! there; winfleet checks every edge); sorted by priority, no bootstrap
 //! service after a non-bootstrap one, and no non-bootstrap service at the
-//! last bootstrap priority. winfleet's: unique, plain service names; a
-//! command without control characters; bootstrap pre-scripts without node
-//! arguments; JSONPath templates winfleet can evaluate.
+//! last bootstrap priority. winfleet's: unique, plain names for services,
+//! their dependencies and their variables; commands, pre-scripts and
+//! JSONPath templates without control or invisible characters (issue 23:
+//! a dependency's newline wrote `ExecStartPost=` into a systemd unit);
+//! bootstrap pre-scripts without node arguments; JSONPath templates
+//! winfleet can evaluate. Values are echoed with [`shown`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -21,7 +24,7 @@ use crate::desired::Doc;
 use crate::desired::kinds::services::{FileJson, NodeArgJson, ServiceJson, ServicesConfigMap};
 use crate::desired::model::FleetSettings;
 use crate::desired::services::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
-use crate::diagnostic::{Diagnostic, child};
+use crate::diagnostic::{Diagnostic, child, is_unseen, shown};
 use crate::node::{MANAGED_ENVIRONMENT, sha256_hex};
 
 const KEYS: [&str; 4] = ["services", "files", "environmentVars", "watchedEnvironmentVars"];
@@ -41,7 +44,8 @@ pub fn in_force(
                 diagnostics.push(fleet_doc.error(
                     "/spec/services/configMapName",
                     format!(
-                        "names services ConfigMap {name:?}, but the repository has no windows-services-* ConfigMap"
+                        "names services ConfigMap {}, but the repository has no windows-services-* ConfigMap",
+                        shown(name)
                     ),
                 ));
             }
@@ -54,7 +58,11 @@ pub fn in_force(
                 if let Some(fleet_doc) = fleet_doc {
                     diagnostics.push(fleet_doc.error(
                         "/spec/services/configMapName",
-                        format!("no services ConfigMap is named {name:?} (the repository has {})", have.join(", ")),
+                        format!(
+                            "no services ConfigMap is named {} (the repository has {})",
+                            shown(name),
+                            have.join(", ")
+                        ),
                     ));
                 }
                 return None;
@@ -95,7 +103,10 @@ fn manifest(doc: &Doc<ServicesConfigMap>, diagnostics: &mut Vec<Diagnostic>) -> 
     for key in data.keys().filter(|k| !KEYS.contains(&k.as_str())) {
         diagnostics.push(doc.error(
             child("/data", key),
-            format!("unknown key {key:?}: a services ConfigMap holds services, files, environmentVars and watchedEnvironmentVars"),
+            format!(
+                "unknown key {}: a services ConfigMap holds services, files, environmentVars and watchedEnvironmentVars",
+                shown(key)
+            ),
         ));
     }
     for key in ["services", "files"] {
@@ -120,7 +131,7 @@ fn manifest(doc: &Doc<ServicesConfigMap>, diagnostics: &mut Vec<Diagnostic>) -> 
     for name in watched.unwrap_or_default().iter().filter(|n| !MANAGED_ENVIRONMENT.contains(&n.as_str())) {
         diagnostics.push(doc.warning(
             "/data/watchedEnvironmentVars",
-            format!("{name:?} is not watched: winfleet manages HTTP_PROXY, HTTPS_PROXY and NO_PROXY"),
+            format!("{} is not watched: winfleet manages HTTP_PROXY, HTTPS_PROXY and NO_PROXY", shown(name)),
         ));
     }
     let defs = services_rules(doc, &services, diagnostics);
@@ -201,14 +212,16 @@ fn services_rules(
     let mut names = BTreeSet::new();
     let mut defs = Vec::new();
     for (i, s) in services.iter().enumerate() {
-        let at = format!("services[{i}] ({})", s.name);
+        // A name that is not valid is reported once, not repeated in every
+        // message about the service.
+        let at = if valid_name(&s.name) { format!("services[{i}] ({})", s.name) } else { format!("services[{i}]") };
         if !valid_name(&s.name) {
-            f.error(format!("services[{i}].name {:?} must be 1 to 256 ASCII letters, digits, '_', '.' or '-'", s.name));
+            f.error(format!("services[{i}].name {} {NAME_RULE}", shown(&s.name)));
         } else if !names.insert(s.name.as_str()) {
-            f.error(format!("{at}: service {:?} is listed twice", s.name));
+            f.error(format!("{at}: service {} is listed twice", shown(&s.name)));
         }
-        if s.path.trim().is_empty() || s.path.chars().any(char::is_control) {
-            f.error(format!("{at}.path: the command must be non-empty, on one line, without control characters"));
+        if let Err(e) = one_line(&s.path) {
+            f.error(format!("{at}.path: the command must be non-empty, on one line, without control characters: {e}"));
         }
         let node_variables = variables(&at, "nodeVariablesInCommand", s.node_variables_in_command.as_deref(), &mut f);
         if s.bootstrap && !node_variables.is_empty() {
@@ -219,11 +232,13 @@ fn services_rules(
             let at = format!("{at}.powershellPreScripts[{j}]");
             if p.path.trim().is_empty() {
                 f.error(format!("{at}.path: the script is empty"));
+            } else if let Err(e) = one_line(&p.path) {
+                f.error(format!("{at}.path: the script must be one line without control characters: {e}"));
             }
             if let Some(v) = &p.variable_name
-                && (v.is_empty() || v.chars().any(char::is_whitespace))
+                && !valid_name(v)
             {
-                f.error(format!("{at}.variableName {v:?} must be a name without spaces"));
+                f.error(format!("{at}.variableName {} {NAME_RULE}", shown(v)));
             }
             let node_args = variables(&at, "NodeArgs", p.node_args.as_deref(), &mut f);
             if s.bootstrap && !node_args.is_empty() {
@@ -232,17 +247,29 @@ fn services_rules(
                 ));
             }
             pre_scripts.push(PreScript {
-                variable: p.variable_name.clone().filter(|v| !v.is_empty()),
+                // An invalid name is reported above, and only there.
+                variable: p.variable_name.clone().filter(|v| valid_name(v)),
                 path: p.path.clone(),
                 node_args,
             });
+        }
+        // A dependency reaches a unit's Requires= and After= lines and the
+        // Windows service manager's DependOnService value: a name, as the
+        // services' own names are.
+        let mut dependencies = Vec::new();
+        for (k, dep) in s.dependencies.iter().flatten().enumerate() {
+            if valid_name(dep) {
+                dependencies.push(dep.clone());
+            } else {
+                f.error(format!("{at}.dependencies[{k}] {} {NAME_RULE}", shown(dep)));
+            }
         }
         defs.push(ServiceDef {
             name: s.name.clone(),
             command: s.path.clone(),
             node_variables,
             pre_scripts,
-            dependencies: s.dependencies.clone().unwrap_or_default(),
+            dependencies,
             bootstrap: s.bootstrap,
             priority: s.priority,
         });
@@ -302,11 +329,13 @@ fn services_rules(
 fn variables(at: &str, field: &str, args: Option<&[NodeArgJson]>, f: &mut Findings<'_>) -> Vec<NodeVariable> {
     let mut out = Vec::new();
     for (k, a) in args.unwrap_or_default().iter().enumerate() {
-        if a.name.is_empty() || a.name.chars().any(char::is_whitespace) {
-            f.error(format!("{at}.{field}[{k}].name {:?} must be a name without spaces", a.name));
+        if !valid_name(&a.name) {
+            f.error(format!("{at}.{field}[{k}].name {} {NAME_RULE}", shown(&a.name)));
             continue;
         }
-        match NodeJsonPath::parse(&a.node_object_json_path) {
+        let template = &a.node_object_json_path;
+        let parsed = one_line(template).and_then(|()| NodeJsonPath::parse(template));
+        match parsed {
             Ok(path) => out.push(NodeVariable { name: a.name.clone(), path }),
             Err(e) => f.error(format!("{at}.{field}[{k}].nodeObjectJsonPath: {e}")),
         }
@@ -314,8 +343,27 @@ fn variables(at: &str, field: &str, args: Option<&[NodeArgJson]>, f: &mut Findin
     out
 }
 
+/// What every name of the manifest (services, dependencies, variables)
+/// must be.
+const NAME_RULE: &str = "must be 1 to 256 ASCII letters, digits, '_', '.' or '-'";
+
+/// A name: what Windows and systemd both take as a service name and no
+/// shell, unit file or registry value reads as syntax.
 fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.len() <= 256 && name.chars().all(|c| c.is_ascii_alphanumeric() || "_.-".contains(c))
+}
+
+/// A command line, script or template: not blank, and no character that
+/// would end its line where it lands (a unit file, a registry value, a
+/// script) or that a reviewer cannot see (bidirectional marks).
+fn one_line(value: &str) -> Result<(), String> {
+    if value.trim().is_empty() {
+        return Err("it is empty".into());
+    }
+    match value.chars().find(|c| is_unseen(*c)) {
+        Some(c) => Err(format!("{} holds U+{:04X}", shown(value), u32::from(c))),
+        None => Ok(()),
+    }
 }
 
 /// The first dependency cycle found (every edge checked), as a path.
