@@ -9,7 +9,7 @@ use jsonschema::error::ValidationErrorKind;
 use serde_json::Value;
 
 use super::kinds::{KINDS, Kind};
-use crate::diagnostic::child;
+use crate::diagnostic::{child, shown, shown_bare};
 
 /// The schema files, by kind.
 pub const SCHEMAS: [(Kind, &str); 8] = [
@@ -59,14 +59,22 @@ pub fn validate(kind: Kind, doc: &Value) -> Vec<(String, String)> {
         match error.kind() {
             ValidationErrorKind::AdditionalProperties { unexpected } => {
                 for field in unexpected {
-                    problems.push((child(&at, field), format!("unknown field \"{field}\"")));
+                    problems.push((child(&at, field), format!("unknown field {}", shown(field))));
                 }
             }
             ValidationErrorKind::Required { property } => {
                 let name = property.as_str().map_or_else(|| property.to_string(), str::to_owned);
                 problems.push((at, format!("missing required field \"{name}\"")));
             }
-            _ => problems.push((at, error.to_string())),
+            // jsonschema writes the whole value into its message: it is
+            // shown as every value is (cut, with its size).
+            _ => {
+                let instance = match error.instance().as_ref() {
+                    Value::String(s) => shown(s),
+                    other => shown_bare(&other.to_string()),
+                };
+                problems.push((at, error.masked_with(instance).to_string()));
+            }
         }
     }
     problems.sort();

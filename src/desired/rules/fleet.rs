@@ -9,7 +9,7 @@ use crate::desired::kinds::fleet::Fleet;
 use crate::desired::kinds::instances::Shell;
 use crate::desired::model::FleetSettings;
 use crate::desired::normalize_dir;
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, shown};
 
 /// Checks the Fleet (if any) and returns the settings in force.
 pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> FleetSettings {
@@ -84,7 +84,7 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
             Some(d) if d >= Duration::from_secs(1) => settings.drift_interval = d,
             _ => error(
                 "/spec/drift/interval",
-                format!("{interval:?} is not a duration of at least 1s (such as 30s, 10m or 1h30m)"),
+                format!("{} is not a duration of at least 1s (such as 30s, 10m or 1h30m)", shown(interval)),
             ),
         }
     }
@@ -95,7 +95,8 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
             error(
                 "/spec/payload/digest",
                 format!(
-                    "{digest:?} is not a payload digest: sha256: and 64 lower-case hex digits (winfleet payload digest DIR prints it)"
+                    "{} is not a payload digest: sha256: and 64 lower-case hex digits (winfleet payload digest DIR prints it)",
+                    shown(digest)
                 ),
             );
         }
@@ -106,7 +107,7 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
         } else {
             error(
                 "/spec/services/configMapName",
-                format!("{name:?} is not a windows-services-<version> ConfigMap name"),
+                format!("{} is not a windows-services-<version> ConfigMap name", shown(name)),
             );
         }
     }
@@ -119,19 +120,20 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
             error(
                 "/spec/status/branch",
                 format!(
-                    "{branch:?} is not a branch name: name the branch status is committed to, such as winfleet/status"
+                    "{} is not a branch name: name the branch status is committed to, such as winfleet/status",
+                    shown(branch)
                 ),
             );
         } else if git2::Reference::is_valid_name(&format!("refs/heads/{branch}")) {
             settings.status_branch = branch.clone();
         } else {
-            error("/spec/status/branch", format!("{branch:?} is not a valid Git branch name"));
+            error("/spec/status/branch", format!("{} is not a valid Git branch name", shown(branch)));
         }
     }
     if let Some(path) = &spec.status.path {
         let dir = normalize_dir(path);
         if dir.is_empty() || dir.starts_with('/') || dir.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
-            error("/spec/status/path", format!("{path:?} must be a relative directory inside the repository"));
+            error("/spec/status/path", format!("{} must be a relative directory inside the repository", shown(path)));
         } else {
             settings.status_path = dir;
         }

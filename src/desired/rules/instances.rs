@@ -9,7 +9,7 @@ use crate::desired::Doc;
 use crate::desired::kinds::configmap::InstancesConfigMap;
 use crate::desired::kinds::instances::{Shell, Taint, WindowsInstanceList};
 use crate::desired::model::FleetSettings;
-use crate::diagnostic::{Diagnostic, child};
+use crate::diagnostic::{Diagnostic, child, shown};
 
 /// An instance before its node spec is attached.
 #[derive(Clone, Debug)]
@@ -53,8 +53,9 @@ pub fn collect(
             diagnostics.push(doc.error(
                 "/metadata/namespace",
                 format!(
-                    "the windows-instances ConfigMap is read in namespace {WMCO_NAMESPACE} (WMCO's), not {namespace:?}: \
-                     move it there or leave the namespace out"
+                    "the windows-instances ConfigMap is read in namespace {WMCO_NAMESPACE} (WMCO's), not {}: \
+                     move it there or leave the namespace out",
+                    shown(namespace)
                 ),
             ));
         }
@@ -73,7 +74,8 @@ pub fn collect(
                     diagnostics.push(doc.error(
                         pointer(),
                         format!(
-                            "value must be \"username=<name>\" (WMCO's format), but the part before '=' is {left:?}"
+                            "value must be \"username=<name>\" (WMCO's format), but the part before '=' is {}",
+                            shown(left)
                         ),
                     ));
                     None

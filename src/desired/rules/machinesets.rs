@@ -9,7 +9,7 @@ use super::names::check_object_name;
 use crate::desired::Doc;
 use crate::desired::kinds::machineset::{MachineSet, Platform};
 use crate::desired::model::MachineSetDesired;
-use crate::diagnostic::{Diagnostic, child};
+use crate::diagnostic::{Diagnostic, child, shown};
 
 /// The namespace of Machine API objects.
 pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
@@ -45,8 +45,9 @@ pub fn collect(docs: &[Doc<MachineSet>], diagnostics: &mut Vec<Diagnostic>) -> B
             diagnostics.push(doc.error(
                 "/metadata/name",
                 format!(
-                    "MachineSet name {name:?} is {} characters long: on {} Windows computer names are at most 15 characters, \
+                    "MachineSet name {} is {} characters long: on {} Windows computer names are at most 15 characters, \
                      and Machine names add 6 to the MachineSet name, so it must be at most 9",
+                    shown(name),
                     name.len(),
                     if platform == Platform::VSphere { "vSphere" } else { "Azure" }
                 ),
@@ -56,7 +57,7 @@ pub fn collect(docs: &[Doc<MachineSet>], diagnostics: &mut Vec<Diagnostic>) -> B
             None | Some(MACHINE_API_NAMESPACE) => {}
             Some(other) => diagnostics.push(doc.error(
                 "/metadata/namespace",
-                format!("MachineSets live in namespace {MACHINE_API_NAMESPACE}, not {other:?}"),
+                format!("MachineSets live in namespace {MACHINE_API_NAMESPACE}, not {}", shown(other)),
             )),
         }
         if ms.spec.replicas.is_some_and(|r| r < 0) {
@@ -101,7 +102,7 @@ fn check_labels(doc: &Doc<MachineSet>, diagnostics: &mut Vec<Diagnostic>) {
     for (key, want) in TEMPLATE_LABELS {
         match template.metadata.labels.get(key) {
             Some(v) if v == want => {}
-            Some(v) => diagnostics.push(doc.error(child(at, key), format!("label {key} must be {want:?}, not {v:?}"))),
+            Some(v) => diagnostics.push(doc.error(child(at, key), format!("label {key} must be {want:?}, not {}", shown(v)))),
             None => diagnostics.push(doc.error(
                 at,
                 format!("missing template label {key}: {want:?} (WMCO and winfleet configure only Machines labelled as Windows workers)"),
@@ -111,9 +112,8 @@ fn check_labels(doc: &Doc<MachineSet>, diagnostics: &mut Vec<Diagnostic>) {
     let at = "/spec/template/spec/metadata/labels";
     match template.spec.metadata.labels.get(WORKER_ROLE) {
         Some(v) if v.is_empty() => {}
-        Some(v) => {
-            diagnostics.push(doc.error(child(at, WORKER_ROLE), format!("label {WORKER_ROLE} must be \"\", not {v:?}")))
-        }
+        Some(v) => diagnostics
+            .push(doc.error(child(at, WORKER_ROLE), format!("label {WORKER_ROLE} must be \"\", not {}", shown(v)))),
         None => {
             diagnostics.push(doc.error(at, format!("missing label {WORKER_ROLE}: \"\" for the Node (the worker role)")))
         }

@@ -3,7 +3,7 @@
 
 use crate::desired::Doc;
 use crate::desired::kinds::mirrors::{ImageDigestMirrorSet, ImageTagMirrorSet, MirrorEntry, MirrorSourcePolicy};
-use crate::diagnostic::Diagnostic;
+use crate::diagnostic::{Diagnostic, shown};
 use crate::render::mirrors::{Entry, RegistryMirrors, merge};
 use crate::render::reference::{check_location, is_wildcard, mirror_host, unkept_source_path};
 
@@ -48,23 +48,24 @@ fn check<'a, T>(
             diagnostics.push(doc.error(
                 format!("{at}/source"),
                 format!(
-                    "wildcard source {:?} cannot be mirrored on Windows nodes: containerd looks registries up by exact \
+                    "wildcard source {} cannot be mirrored on Windows nodes: containerd looks registries up by exact \
                      host name and '*' is not valid in a Windows directory name; list each registry instead",
-                    entry.source
+                    shown(&entry.source)
                 ),
             ));
             ok = false;
         } else if let Err(reason) = check_location(&entry.source, true) {
-            diagnostics.push(doc.error(format!("{at}/source"), format!("source {:?} {reason}", entry.source)));
+            diagnostics.push(doc.error(format!("{at}/source"), format!("source {} {reason}", shown(&entry.source))));
             ok = false;
         } else if let Some(host) = entry.source.split('/').next().filter(|h| h.bytes().any(|b| b.is_ascii_uppercase()))
         {
             diagnostics.push(doc.error(
                 format!("{at}/source"),
                 format!(
-                    "source registry {host:?} must be written in lower case ({}): image references name registries \
+                    "source registry {} must be written in lower case ({}): image references name registries \
                      in lower case, and containerd looks a registry's directory up by that exact name, so this \
                      mirror would never be used",
+                    shown(host),
                     host.to_ascii_lowercase()
                 ),
             ));
@@ -76,7 +77,7 @@ fn check<'a, T>(
         for (j, mirror) in entry.mirrors.iter().enumerate() {
             let pointer = format!("{at}/mirrors/{j}");
             if let Err(reason) = check_location(mirror, false) {
-                diagnostics.push(doc.error(pointer, format!("mirror {mirror:?} {reason}")));
+                diagnostics.push(doc.error(pointer, format!("mirror {} {reason}", shown(mirror))));
                 ok = false;
             } else if ok && let Some(unkept) = unkept_source_path(&entry.source, mirror) {
                 diagnostics.push(doc.warning(

@@ -4,6 +4,7 @@
 use std::net::{Ipv4Addr, Ipv6Addr};
 
 use crate::desired::kinds::instances::Shell;
+use crate::diagnostic::{shown, shown_bare};
 
 /// Checks an instance address and returns its canonical form: an IPv4
 /// literal, or a DNS name in lower case without a trailing dot.
@@ -19,19 +20,21 @@ pub fn canonical_address(address: &str) -> Result<String, String> {
     }
     if address.contains(':') {
         return Err(format!(
-            "address {address:?} must be a DNS name or an IPv4 address, without a port (set port in a WindowsInstanceList)"
+            "address {} must be a DNS name or an IPv4 address, without a port (set port in a WindowsInstanceList)",
+            shown(address)
         ));
     }
     if address.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
         return address
             .parse::<Ipv4Addr>()
             .map(|ip| ip.to_string())
-            .map_err(|_| format!("address {address:?} is not a valid IPv4 address"));
+            .map_err(|_| format!("address {} is not a valid IPv4 address", shown(address)));
     }
     let name = address.strip_suffix('.').unwrap_or(address).to_ascii_lowercase();
     if name.len() > 253 || !name.split('.').all(is_dns_label) {
         return Err(format!(
-            "address {address:?} is not a valid DNS name (letters, digits and '-' in dot-separated labels of at most 63 characters)"
+            "address {} is not a valid DNS name (letters, digits and '-' in dot-separated labels of at most 63 characters)",
+            shown(address)
         ));
     }
     Ok(name)
@@ -69,7 +72,8 @@ pub fn check_object_name(name: &str) -> Result<(), String> {
     let lower = |l: &str| is_dns_label(l) && !l.bytes().any(|b| b.is_ascii_uppercase());
     if name.is_empty() || name.len() > 253 || !name.split('.').all(lower) {
         return Err(format!(
-            "name {name:?} is not a valid Kubernetes name (lower-case letters, digits, '-' and '.', at most 253 characters)"
+            "name {} is not a valid Kubernetes name (lower-case letters, digits, '-' and '.', at most 253 characters)",
+            shown(name)
         ));
     }
     Ok(())
@@ -81,12 +85,13 @@ pub fn check_label_key(key: &str) -> Result<(), String> {
     if let Some(prefix) = prefix {
         let lower = |l: &str| is_dns_label(l) && !l.bytes().any(|b| b.is_ascii_uppercase());
         if prefix.is_empty() || prefix.len() > 253 || !prefix.split('.').all(lower) {
-            return Err(format!("key {key:?} has an invalid prefix (a lower-case DNS subdomain before '/')"));
+            return Err(format!("key {} has an invalid prefix (a lower-case DNS subdomain before '/')", shown(key)));
         }
     }
     if name.is_empty() || name.len() > 63 || !is_label_text(name) {
         return Err(format!(
-            "key {key:?} is invalid (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, after an optional DNS prefix and '/')"
+            "key {} is invalid (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit, after an optional DNS prefix and '/')",
+            shown(key)
         ));
     }
     Ok(())
@@ -98,7 +103,8 @@ pub fn check_label_value(value: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "value {value:?} is invalid (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)"
+            "value {} is invalid (at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit)",
+            shown(value)
         ))
     }
 }
@@ -124,7 +130,7 @@ pub fn check_username(username: &str, shell: Shell) -> Result<(), String> {
         return Err("username contains a control character".into());
     }
     if username.trim() != username {
-        return Err(format!("username {username:?} has leading or trailing spaces"));
+        return Err(format!("username {} has leading or trailing spaces", shown(username)));
     }
     match shell {
         // Windows refuses these in account names; `DOMAIN\user` and
@@ -133,13 +139,15 @@ pub fn check_username(username: &str, shell: Shell) -> Result<(), String> {
         Shell::Powershell => {
             if let Some(c) = username.chars().find(|c| "\"/[]:;|=,+*?<>".contains(*c)) {
                 return Err(format!(
-                    "username {username:?} contains {c:?}, which Windows does not allow in an account name"
+                    "username {} contains '{c}', which Windows does not allow in an account name",
+                    shown(username)
                 ));
             }
             let domain_parts = |sep: char| username.split(sep).count() > 2 || username.split(sep).any(str::is_empty);
             if (username.contains('@') && domain_parts('@')) || (username.contains('\\') && domain_parts('\\')) {
                 return Err(format!(
-                    "username {username:?} is not an account name: a domain account is written user@domain or DOMAIN\\user"
+                    "username {} is not an account name: a domain account is written user@domain or DOMAIN\\user",
+                    shown(username)
                 ));
             }
         }
@@ -147,7 +155,11 @@ pub fn check_username(username: &str, shell: Shell) -> Result<(), String> {
         // follows for the host), no `:` or `/` (passwd's separators).
         Shell::Posix => {
             if let Some(c) = username.chars().find(|c| c.is_whitespace() || "@:/\\".contains(*c)) {
-                return Err(format!("username {username:?} contains {c:?}, which a posix account name cannot hold"));
+                return Err(format!(
+                    "username {} contains '{}', which a posix account name cannot hold",
+                    shown(username),
+                    shown_bare(&c.to_string())
+                ));
             }
         }
     }
