@@ -10,6 +10,7 @@
 //! node.
 
 use crate::desired::kinds::instances::Shell;
+use crate::diagnostic::{shown, shown_bare};
 
 /// posix directories of the system that a Fleet directory may not be:
 /// winfleet writes and removes entries directly inside its directory.
@@ -67,8 +68,9 @@ pub fn check_node_dir(shell: Shell, dir: &str, allowed: &[String]) -> Result<(),
         });
         if !inside {
             return Err(format!(
-                "{dir:?} is outside the directories the Fleet allows (spec.allowedDirectories: {}): \
+                "{} is outside the directories the Fleet allows (spec.allowedDirectories: {}): \
                  add its parent there or choose a directory inside one of them",
+                shown(dir),
                 allowed.join(", ")
             ));
         }
@@ -95,21 +97,19 @@ impl<'a> Path<'a> {
     }
 
     fn windows(written: &'a str) -> Result<Self, String> {
+        let shown = shown(written);
         let bytes = written.as_bytes();
         if written.starts_with(r"\\") || written.starts_with("//") {
-            return Err(format!("{written:?} is a network path: use a local directory of the node"));
+            return Err(format!("{shown} is a network path: use a local directory of the node"));
         }
         let (root, rest) = if bytes.len() >= 2 && bytes[0].is_ascii_alphabetic() && bytes[1] == b':' {
             let rest = &written[2..];
             if !rest.starts_with(['\\', '/']) {
-                return Err(format!(
-                    "{written:?} is relative to a drive's current directory: write {}\\…",
-                    &written[..2]
-                ));
+                return Err(format!("{shown} is relative to a drive's current directory: write {}\\…", &written[..2]));
             }
             (Some(written[..2].to_ascii_lowercase()), rest)
         } else if written.starts_with(['\\', '/']) {
-            return Err(format!("{written:?} has no drive: write it with one, such as C:{written}"));
+            return Err(format!("{shown} has no drive: write it with one, such as C:{}", shown_bare(written)));
         } else {
             (None, written)
         };
@@ -122,16 +122,17 @@ impl<'a> Path<'a> {
         root: Option<String>,
         parts: impl Iterator<Item = &'s str>,
     ) -> Result<Self, String> {
+        let shown = shown(written);
         let mut out = Vec::new();
         for part in parts.filter(|p| !p.is_empty() && *p != ".") {
             if part == ".." {
-                return Err(format!("{written:?} contains '..': write the directory without it"));
+                return Err(format!("{shown} contains '..': write the directory without it"));
             }
             out.push(if windows { part.trim_end_matches([' ', '.']).to_lowercase() } else { part.to_owned() });
         }
         if root.is_none() && out.first().is_some_and(|p| p.starts_with('~')) {
             return Err(format!(
-                "{written:?} starts with '~', which is not expanded: a relative directory is already taken from the \
+                "{shown} starts with '~', which is not expanded: a relative directory is already taken from the \
                  SSH user's home, so leave '~/' out"
             ));
         }
@@ -139,16 +140,16 @@ impl<'a> Path<'a> {
     }
 
     fn refuse_system(&self) -> Result<(), String> {
-        let written = self.written;
+        let shown = shown(self.written);
         if self.root.is_none() {
             if self.parts.is_empty() {
-                return Err(format!("{written:?} is the SSH user's home directory itself: {WHY} (such as certs.d)"));
+                return Err(format!("{shown} is the SSH user's home directory itself: {WHY} (such as certs.d)"));
             }
             return Ok(());
         }
         if self.parts.is_empty() {
             let what = if self.windows { "the root of a drive" } else { "the root of the file system" };
-            return Err(format!("{written:?} is {what}: {WHY}"));
+            return Err(format!("{shown} is {what}: {WHY}"));
         }
         let joined = self.joined();
         let (system, trees, home_parent) = if self.windows {
@@ -158,23 +159,20 @@ impl<'a> Path<'a> {
         };
         if let Some(tree) = trees.iter().find(|t| joined == **t || joined.starts_with(&format!("{}{}", t, self.sep())))
         {
-            return Err(format!(
-                "{written:?} is inside {}, which belongs to the operating system: {WHY}",
-                self.show(tree)
-            ));
+            return Err(format!("{shown} is inside {}, which belongs to the operating system: {WHY}", self.show(tree)));
         }
         let top = self.parts.len() == 1;
         if top && self.parts[0] == home_parent {
-            return Err(format!("{written:?} is the directory of users' homes: {WHY}"));
+            return Err(format!("{shown} is the directory of users' homes: {WHY}"));
         }
         if top && !self.windows {
-            return Err(format!("{written:?} is a top-level directory: {WHY}, one level deeper at least"));
+            return Err(format!("{shown} is a top-level directory: {WHY}, one level deeper at least"));
         }
         if (self.parts.len() == 2 && self.parts[0] == home_parent) || (!self.windows && joined == "/root") {
-            return Err(format!("{written:?} is a user's home directory: {WHY} (a directory inside it, at least)"));
+            return Err(format!("{shown} is a user's home directory: {WHY} (a directory inside it, at least)"));
         }
         if system.contains(&joined.as_str()) {
-            return Err(format!("{written:?} is a system directory: {WHY} (such as {})", self.example()));
+            return Err(format!("{shown} is a system directory: {WHY} (such as {})", self.example()));
         }
         Ok(())
     }
