@@ -7,7 +7,8 @@
 //! decides nothing about the request's authenticity ([`webhook::verify`]
 //! does) and never runs a round itself: it only sends a trigger down the
 //! daemon's channel (and, in the git-sync layout, wakes git-sync:
-//! [`git_sync`](super::git_sync)).
+//! [`git_sync`](super::git_sync)). Both are served within [`Limits`]
+//! (`serve`: a connection limit, header-read, request and idle timeouts).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +29,10 @@ use super::metrics::Metrics;
 use super::suspend::{ControlToken, Suspension};
 use super::trigger::{Trigger, TriggerSender};
 use super::webhook::{self, MAX_BODY_BYTES, Verdict, WebhookConfig};
+
+mod serve;
+
+pub use serve::Limits;
 
 /// The content type of `GET /metrics`.
 pub const OPENMETRICS_CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -75,13 +80,25 @@ pub fn webhook_router(state: HttpState) -> Router {
         .with_state(state)
 }
 
-/// Serves `router` on `listener` until `shutdown` is cancelled, then lets
-/// requests in flight finish and returns.
+/// Serves `router` on `listener` with the default [`Limits`] until
+/// `shutdown` is cancelled, then lets requests in flight finish and returns.
 pub async fn serve(listener: TcpListener, router: Router, shutdown: CancellationToken) -> std::io::Result<()> {
+    serve_with(listener, router, Limits::default(), shutdown).await
+}
+
+/// Serves `router` on `listener` within `limits` (connections at once,
+/// header-read, request and idle timeouts) until `shutdown` is cancelled,
+/// then lets requests in flight finish and returns.
+pub async fn serve_with(
+    listener: TcpListener,
+    router: Router,
+    limits: Limits,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
     if let Ok(address) = listener.local_addr() {
-        tracing::info!(%address, "serving HTTP");
+        tracing::info!(%address, ?limits, "serving HTTP");
     }
-    axum::serve(listener, router).with_graceful_shutdown(shutdown.cancelled_owned()).await
+    serve::run(listener, router, limits, shutdown).await
 }
 
 async fn healthz() -> &'static str {
