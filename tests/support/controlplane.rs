@@ -555,6 +555,19 @@ impl TestApi {
             TestApi::Real(plane) => plane.get(api_version, kind, namespace, name).await,
         }
     }
+
+    /// A client that authenticates with a bearer token (the bootstrap
+    /// token, a ServiceAccount's), not as the admin.
+    pub async fn client_with_token(&self, token: &str) -> kube::Client {
+        match self {
+            TestApi::InMemory { served, .. } => {
+                let mut config = kube::Config::new(served.url.parse().unwrap());
+                config.auth_info.token = Some(token.to_owned().into());
+                kube::Client::try_from(config).unwrap()
+            }
+            TestApi::Real(plane) => plane.client_with_token(token).await,
+        }
+    }
 }
 
 /// A discovered ApiResource for the tests that build their own Api.

@@ -1,7 +1,9 @@
 //! A lifecycle test bench: real sshd nodes with their own host names and a
-//! systemctl shim, the in-memory API served over loopback with the cluster
-//! material a join needs, a payload whose kubelet is the fake kubelet, and
-//! a config repository with a posix services manifest.
+//! systemctl shim, an API server with the cluster material a join needs, a
+//! payload whose kubelet is the fake kubelet, and a config repository with
+//! a posix services manifest. [`setup`] is the in-memory API served over
+//! loopback (its tests reach into the server); [`bench`] is either API
+//! server, chosen by [`Backend`].
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -23,6 +25,7 @@ use winfleet::reconcile::{self, Options, report::RoundReport};
 use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
 
 use super::apiserver::{ApiServer, Served, fixtures};
+use super::controlplane::{Backend, TestApi};
 use super::fleet::TestFleet;
 
 pub use super::join_payload::{TOKEN, payload, services_manifest};
@@ -40,10 +43,7 @@ pub struct Setup {
 }
 
 pub async fn setup(names: &[&str]) -> Setup {
-    let fleet = TestFleet::start_named(names);
-    for node in &fleet.nodes {
-        node.install_systemctl("units");
-    }
+    let fleet = fleet(names);
     let server = ApiServer::new();
     let served = server.serve().await;
     let ca = server.ca_pem();
@@ -52,6 +52,66 @@ pub async fn setup(names: &[&str]) -> Setup {
     server.seed(fixtures::network("172.30.0.0/16"));
     server.seed(fixtures::controller_config(&ca));
     server.add_token(TOKEN, "system:bootstrap:abcdef", &["system:bootstrappers", "system:bootstrappers:worker"]);
+    let cluster = Cluster { client: server.client(), url: served.url.clone() };
+    let Parts { payload, repo, desired, pool, options } = parts(&fleet);
+    Setup { fleet, server, served, cluster, desired, payload, pool, repo, options }
+}
+
+/// The same bench on either API server ([`Backend`]): the cluster seeded
+/// as an OpenShift cluster is ([`TestApi::start`]). `None` when the real
+/// control plane cannot be had here (a skip note is printed).
+pub struct Bench {
+    pub fleet: TestFleet,
+    pub api: TestApi,
+    pub cluster: Cluster,
+    pub desired: Desired,
+    pub payload: Arc<Payload>,
+    pub pool: Pool,
+    pub repo: tempfile::TempDir,
+    pub options: Options,
+}
+
+/// Starts `backend` and a fleet of sshd nodes named `names`.
+pub async fn bench(backend: Backend, names: &[&str]) -> Option<Bench> {
+    let api = TestApi::start(backend).await?;
+    let fleet = fleet(names);
+    let cluster = Cluster { client: api.client(), url: api.url().to_owned() };
+    let Parts { payload, repo, desired, pool, options } = parts(&fleet);
+    Some(Bench { fleet, api, cluster, desired, payload, pool, repo, options })
+}
+
+impl Bench {
+    /// One round over every listed instance.
+    pub async fn round(&self) -> RoundReport {
+        let instances: Vec<&Instance> = self.desired.instances.values().collect();
+        let host = SshHost { pool: &self.pool };
+        reconcile::round(Some(&self.cluster), &self.pool, &host, &self.desired, &instances, &self.options, |_| {}).await
+    }
+
+    /// The Node `name`, which must exist.
+    pub async fn node(&self, name: &str) -> Value {
+        self.api.get("v1", "Node", None, name).await.unwrap_or_else(|| panic!("Node {name} is not registered"))
+    }
+}
+
+fn fleet(names: &[&str]) -> TestFleet {
+    let fleet = TestFleet::start_named(names);
+    for node in &fleet.nodes {
+        node.install_systemctl("units");
+    }
+    fleet
+}
+
+/// What a bench holds besides its API server.
+struct Parts {
+    payload: Arc<Payload>,
+    repo: tempfile::TempDir,
+    desired: Desired,
+    pool: Pool,
+    options: Options,
+}
+
+fn parts(fleet: &TestFleet) -> Parts {
     let payload = Arc::new(Payload::load(&payload(fleet.dir())).unwrap());
     let repo = tempfile::tempdir().unwrap();
     let fleet_yaml = format!(
@@ -75,7 +135,6 @@ pub async fn setup(names: &[&str]) -> Setup {
         KnownHosts::load(&fleet.known_hosts, false).unwrap(),
         Settings::default(),
     );
-    let cluster = Cluster { client: server.client(), url: served.url.clone() };
     let options = Options {
         max_parallel: 8,
         whole_fleet: true,
@@ -89,7 +148,7 @@ pub async fn setup(names: &[&str]) -> Setup {
         rollout: winfleet::cluster::rollout::RolloutOptions { poll: Duration::from_millis(200), ..Default::default() },
         ..Options::default()
     };
-    Setup { fleet, server, served, cluster, desired, payload, pool, repo, options }
+    Parts { payload, repo, desired, pool, options }
 }
 
 impl Setup {

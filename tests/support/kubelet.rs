@@ -1,7 +1,8 @@
 //! A fake kubelet for the node lifecycle tests: a separate process on a
 //! test node (started by the systemctl shim from the unit winfleet wrote)
 //! that does what a real kubelet does to join, against the in-memory API
-//! server over loopback HTTP.
+//! server over loopback HTTP or a real kube-apiserver over TLS
+//! (tests/support/controlplane.rs).
 //!
 //! It is built into the test binary itself: the payload's kubelet is a
 //! script ([`wrapper_script`]) that runs the test binary's ignored entry
@@ -16,16 +17,19 @@
 //!    `system:node:<name>`, O `system:nodes`, signer
 //!    `kubernetes.io/kube-apiserver-client-kubelet`) with the bootstrap
 //!    token, wait until it is issued (exit 1 when denied or failed), write
-//!    `--kubeconfig` with the certificate.
-//! 2. As the node (`Impersonate-User: system:node:<name>`, the in-memory
-//!    API's stand-in for the client certificate), register the Node: name
-//!    from `--hostname-override` or the kernel host name, lower-cased;
-//!    `kubernetes.io/os=windows` and the `--node-labels`; the
-//!    `registerWithTaints` of `--config`; addresses InternalIP `--node-ip`
-//!    and Hostname.
+//!    `--kubeconfig` with the certificate and its key.
+//! 2. As the node, register the Node: name from `--hostname-override` or
+//!    the kernel host name, lower-cased; `kubernetes.io/os=windows` and the
+//!    `--node-labels`; the `registerWithTaints` of `--config`; addresses
+//!    InternalIP `--node-ip` and Hostname. Over TLS (the real server) the
+//!    node is the client certificate, which the Node authorizer and
+//!    NodeRestriction judge; over plain HTTP (the in-memory API, which has
+//!    no TLS) it is `Impersonate-User: system:node:<name>`, its stand-in.
 //! 3. Submit a serving CSR (DNS name and IP), without waiting for it.
-//! 4. Heartbeat: Ready with a fresh `lastHeartbeatTime` every second
-//!    (`WINFLEET_FAKE_KUBELET_HEARTBEAT_MS`) until killed.
+//! 4. Heartbeat every second (`WINFLEET_FAKE_KUBELET_HEARTBEAT_MS`) until
+//!    killed: the node Lease `kube-node-lease/<name>` (created, then
+//!    renewed) and the status, Ready with a fresh `lastHeartbeatTime` and
+//!    the boot ID of `/proc/sys/kernel/random/boot_id`.
 
 #![allow(dead_code, clippy::print_stdout)]
 
@@ -36,6 +40,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -142,12 +147,16 @@ fn csr_object(pem: &str, signer: &str, usages: &[&str]) -> CertificateSigningReq
     .expect("a CSR")
 }
 
-async fn client(path: &Path, impersonate: Option<&str>) -> Result<kube::Client, String> {
+/// A client from a kubeconfig. `node` is who the client certificate is;
+/// over plain HTTP (the in-memory API) no certificate can be presented, so
+/// the node is impersonated instead.
+async fn client(path: &Path, node: Option<&str>) -> Result<kube::Client, String> {
     let kubeconfig = Kubeconfig::read_from(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .map_err(|e| format!("{}: {e}", path.display()))?;
-    if let Some(node) = impersonate {
+    let plain_http = config.cluster_url.scheme_str() == Some("http");
+    if let Some(node) = node.filter(|_| plain_http) {
         config.auth_info.impersonate = Some(format!("system:node:{node}"));
         config.auth_info.impersonate_groups = Some(vec!["system:nodes".into()]);
     }
@@ -265,7 +274,7 @@ async fn run(flags: Flags) -> Result<(), String> {
         .await
         .map_err(|e| format!("node status: {e}"))?;
     let (pem, _) = certificate_request(&node, &[node.clone(), node_ip.clone()]);
-    let csrs: Api<CertificateSigningRequest> = Api::all(client);
+    let csrs: Api<CertificateSigningRequest> = Api::all(client.clone());
     match csrs
         .create(
             &PostParams::default(),
@@ -276,11 +285,40 @@ async fn run(flags: Flags) -> Result<(), String> {
         Ok(c) => println!("fake kubelet: serving CSR {} submitted", c.metadata.name.unwrap_or_default()),
         Err(e) => println!("fake kubelet: serving CSR refused: {e}"),
     }
+    let leases: Api<Lease> = Api::namespaced(client, LEASE_NAMESPACE);
     let every = std::env::var("WINFLEET_FAKE_KUBELET_HEARTBEAT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     loop {
+        if let Err(e) = renew_lease(&leases, &node).await {
+            println!("fake kubelet: lease renewal failed: {e}");
+        }
         tokio::time::sleep(Duration::from_millis(every)).await;
         if let Err(e) = nodes.patch_status(&node, &params, &Patch::Merge(ready_status(&node_ip, &node))).await {
             println!("fake kubelet: heartbeat failed: {e}");
+        }
+    }
+}
+
+/// Where kubelets keep their node Leases (kube-apiserver creates it).
+pub const LEASE_NAMESPACE: &str = "kube-node-lease";
+
+/// Creates or renews the node's Lease, as the kubelet's node lease
+/// controller does (holder: the node; 40 s, the kubelet's default).
+async fn renew_lease(leases: &Api<Lease>, node: &str) -> Result<(), String> {
+    let now = jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S.%6fZ").to_string();
+    match leases.get_opt(node).await.map_err(|e| format!("reading Lease {node}: {e}"))? {
+        Some(mut lease) => {
+            let spec = lease.spec.get_or_insert_with(Default::default);
+            spec.renew_time = serde_json::from_value(json!(now)).map_err(|e| e.to_string())?;
+            leases.replace(node, &PostParams::default(), &lease).await.map(drop).map_err(|e| e.to_string())
+        }
+        None => {
+            let lease: Lease = serde_json::from_value(json!({
+                "apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                "metadata": { "name": node, "namespace": LEASE_NAMESPACE },
+                "spec": { "holderIdentity": node, "leaseDurationSeconds": 40, "renewTime": now },
+            }))
+            .map_err(|e| e.to_string())?;
+            leases.create(&PostParams::default(), &lease).await.map(drop).map_err(|e| format!("creating: {e}"))
         }
     }
 }
