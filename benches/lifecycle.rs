@@ -38,17 +38,17 @@ use std::time::{Duration, Instant};
 
 use fleet::TestFleet;
 use tokio_util::sync::CancellationToken;
-use winfleet::desired::kinds::instances::Shell;
 use winfleet::desired::model::Instance;
-use winfleet::desired::services::{PreScript, ServiceDef, ServicesManifest};
 use winfleet::dialect::Script;
 use winfleet::engine::report::NodeReport;
 use winfleet::engine::{self, NodeContext, RoundOptions};
+use winfleet::lifecycle::manifest::{PreScript, ServiceDef, ServicesManifest};
 use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, Mode, PayloadState};
 use winfleet::node::NodeSpec;
 use winfleet::payload::Payload;
 use winfleet::ssh::sftp::Upload;
 use winfleet::ssh::{KnownHosts, Pool, Session, Settings, load_key};
+use winfleet::vocab::Shell;
 
 const SYSTEMCTL: &str = "#!/bin/sh\n[ \"$1\" = is-active ] && { shift; for u in \"$@\"; do [ \"$u\" = -- ] || echo inactive; done; exit 3; }\nexit 0\n";
 

@@ -19,11 +19,12 @@ use serde_json::{Value, json};
 use support::apiserver::{ApiServer, fixtures};
 use winfleet::cluster::events::Events;
 use winfleet::cluster::observe::observe;
-use winfleet::cluster::rollout::{self, Candidate, Host, RebootResult, RebootStage, RolloutOptions};
+use winfleet::cluster::rollout::{self, Candidate, RebootResult, RebootStage, RolloutOptions};
 use winfleet::cluster::{
     CORDONED_ANNOTATION, MANAGED_KEYS_ANNOTATION, REBOOT_REQUIRED_ANNOTATION, REBOOTING_ANNOTATION,
 };
 use winfleet::desired::model::{Desired, Instance};
+use winfleet::engine::host::Host;
 use winfleet::reconcile::{self, Options, report::RoundReport};
 use winfleet::ssh::{KnownHosts, Pool, Settings};
 

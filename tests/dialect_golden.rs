@@ -12,11 +12,12 @@ mod support;
 use std::collections::BTreeMap;
 
 use base64::Engine;
-use winfleet::desired::kinds::instances::Shell;
 use winfleet::dialect::{self, powershell};
 use winfleet::node::facts::NodeFacts;
 use winfleet::node::plan::plan_node;
-use winfleet::node::{ManagedFile, NodeSpec, OBSERVED_SERVICES};
+use winfleet::node::{NodeSpec, OBSERVED_SERVICES};
+use winfleet::vocab::Shell;
+use winfleet::vocab::file::ManagedFile;
 
 fn spec(shell: Shell, dir: &str) -> NodeSpec {
     NodeSpec {

@@ -231,7 +231,7 @@ impl SshUpstream {
     /// The node's real host key fingerprint, as OpenSSH prints it.
     fn fingerprint(&self) -> String {
         let text = std::fs::read_to_string(self.fleet.nodes[0].dir.join("host_ed25519.pub")).unwrap();
-        winfleet::ssh::known_hosts::fingerprint(&russh::keys::PublicKey::from_openssh(text.trim()).unwrap())
+        winfleet::known_hosts::fingerprint(&russh::keys::PublicKey::from_openssh(text.trim()).unwrap())
     }
 
     /// A known_hosts file in the fleet's directory with `content`.

@@ -37,7 +37,7 @@ fn listing(root: &Path) -> BTreeMap<String, String> {
                 out.insert(format!("{rel}/"), mode);
                 walk(root, &path, out);
             } else {
-                let sum = winfleet::node::sha256_hex(&fs::read(&path).unwrap_or_default());
+                let sum = winfleet::vocab::file::sha256_hex(&fs::read(&path).unwrap_or_default());
                 out.insert(rel, format!("{mode} {sum}"));
             }
         }
@@ -125,7 +125,7 @@ async fn a_removed_instance_is_deconfigured_back_to_the_listing_it_had_before() 
     let drop_in = a.path(&format!("systemd/{}", winfleet::node::ENVIRONMENT_DROP_IN));
     // The proxy an earlier commit set (its reboot long done).
     let proxy: BTreeMap<String, String> = [("HTTP_PROXY".to_owned(), "http://proxy.corp:3128".to_owned())].into();
-    fs::write(&drop_in, winfleet::dialect::systemd::render_drop_in(&proxy, None)).unwrap();
+    fs::write(&drop_in, winfleet::vocab::systemd::render_drop_in(&proxy, None)).unwrap();
     std::process::Command::new("chown").arg("--reference").arg(a.path("")).arg(&drop_in).status().unwrap();
     let pids = a.service_pids();
     let b_before = support::join::node(&setup.server, "win-b");

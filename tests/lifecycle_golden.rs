@@ -13,16 +13,18 @@ mod support;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use winfleet::desired::kinds::instances::Shell;
-use winfleet::desired::services::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
 use winfleet::dialect::{self, ObserveList, powershell};
+use winfleet::lifecycle::change::LifecycleChange;
+use winfleet::lifecycle::facts::Leftover;
 use winfleet::lifecycle::facts::{Definition, FileFact, LifecycleFacts, ServiceFact};
-use winfleet::lifecycle::leftover::Leftover;
+use winfleet::lifecycle::manifest::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
 use winfleet::lifecycle::material::{ClusterMaterial, render};
-use winfleet::lifecycle::plan::{Context, LifecycleChange, plan_lifecycle};
+use winfleet::lifecycle::plan::{Context, plan_lifecycle};
 use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, Mode, NodeFile};
 use winfleet::node::NodeSpec;
-use winfleet::node::facts::{NodeFacts, ServiceState};
+use winfleet::node::facts::NodeFacts;
+use winfleet::vocab::Shell;
+use winfleet::vocab::report::ServiceState;
 
 const TOKEN: &str = "TOKEN-SENTINEL";
 

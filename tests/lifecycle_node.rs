@@ -12,16 +12,16 @@ use std::path::Path;
 use std::sync::Arc;
 
 use support::fleet::TestFleet;
-use winfleet::desired::kinds::instances::Shell;
 use winfleet::desired::model::Instance;
-use winfleet::desired::services::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
 use winfleet::engine::report::{NodeReport, NodeResult};
 use winfleet::engine::{self, NodeContext};
+use winfleet::lifecycle::manifest::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
 use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, Mode, PayloadState};
 use winfleet::node::NodeSpec;
 use winfleet::payload::Payload;
-use winfleet::plan::Operation;
 use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
+use winfleet::vocab::Shell;
+use winfleet::vocab::operation::Operation;
 
 fn payload_dir(root: &Path) -> std::path::PathBuf {
     let dir = root.join("payload-src");

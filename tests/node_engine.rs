@@ -80,7 +80,7 @@ impl Repo {
         let snapshot = winfleet::source::read_worktree(self.dir.path()).unwrap();
         let loaded = winfleet::desired::load(&snapshot, Default::default());
         let desired = loaded.desired.unwrap_or_else(|| panic!("invalid repo: {:?}", loaded.diagnostics));
-        let spec = &desired.specs[&winfleet::desired::kinds::instances::Shell::Posix];
+        let spec = &desired.specs[&winfleet::vocab::Shell::Posix];
         spec.registries.iter().map(|(k, f)| (k.clone(), f.content().to_owned())).collect()
     }
 }
@@ -322,7 +322,7 @@ fn hostile_proxy_values_arrive_verbatim_and_do_nothing_else() {
     assert!(!out.contains("p\"a$(touch"), "the proxy password is redacted:\n{out}");
     let node = &fleet.nodes[0];
     let content = node.read("systemd/90-winfleet-environment.conf").unwrap();
-    let parsed = winfleet::dialect::systemd::parse_drop_in(&content);
+    let parsed = winfleet::vocab::systemd::parse_drop_in(&content);
     assert_eq!(parsed.environment.get("HTTP_PROXY").map(String::as_str), Some(http));
     assert_eq!(parsed.environment.get("NO_PROXY").map(String::as_str), Some(HOSTILE));
     assert_no_side_effects(node);
@@ -348,9 +348,10 @@ fn hostile_values_that_validation_refuses_never_reach_a_node() {
 /// contents in a hand-made NodeSpec are written exactly and read back equal.
 #[test]
 fn the_posix_dialect_carries_any_bytes_exactly() {
-    use winfleet::desired::kinds::instances::Shell;
     use winfleet::desired::model::Instance;
-    use winfleet::node::{ManagedFile, NodeSpec};
+    use winfleet::node::NodeSpec;
+    use winfleet::vocab::Shell;
+    use winfleet::vocab::file::ManagedFile;
 
     let fleet = TestFleet::start(1);
     let node = &fleet.nodes[0];

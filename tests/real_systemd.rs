@@ -268,7 +268,7 @@ fn systemd_reads_the_drop_in_of_every_render_fixtures_environment_and_of_awkward
     let mut problems = Vec::new();
     for (origin, variables) in &environments {
         let root = VerifyRoot::new();
-        let drop_in = winfleet::dialect::systemd::render_drop_in(variables, Some("boot-1"));
+        let drop_in = winfleet::vocab::systemd::render_drop_in(variables, Some("boot-1"));
         problems.extend(check_drop_in(&root, origin, &drop_in));
     }
     support::report(problems);

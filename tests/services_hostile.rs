@@ -16,16 +16,17 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use support::{powershell, systemd_unit};
-use winfleet::desired::kinds::instances::Shell;
-use winfleet::desired::services::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
 use winfleet::desired::{LoadOptions, load};
 use winfleet::dialect::{self, ObserveList};
+use winfleet::lifecycle::change::LifecycleChange;
 use winfleet::lifecycle::facts::LifecycleFacts;
-use winfleet::lifecycle::plan::{Context, LifecycleChange, plan_lifecycle};
+use winfleet::lifecycle::manifest::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
+use winfleet::lifecycle::plan::{Context, plan_lifecycle};
 use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, Mode, resolve};
 use winfleet::node::NodeSpec;
 use winfleet::node::facts::NodeFacts;
 use winfleet::source::{Snapshot, SourceFile};
+use winfleet::vocab::Shell;
 
 /// Strings that would change a unit's, a script's or a record's structure
 /// if they were spliced in as they are.

@@ -14,10 +14,11 @@ use winfleet::cluster::rollout::{RebootReport, RebootResult, RebootStage};
 use winfleet::desired::kinds::fleet::DriftMode;
 use winfleet::engine::report::{NodeReport, NodeResult, OpReport, Stage};
 use winfleet::node::outcome::Outcome;
-use winfleet::plan::{MachineSetAction, MachineSetChange, Operation};
+use winfleet::plan::{MachineSetAction, MachineSetChange};
 use winfleet::reconcile::report::{ClusterReport, Conflict, MachineSetReport, RoundReport, Unassociated};
 use winfleet::status::model::{ConditionType, ErrorClass, InstancePhase, MachineSetPhase, RoundResult, Status};
 use winfleet::status::{RoundInput, commit_message, from_files, render, summary_line, to_files};
+use winfleet::vocab::operation::Operation;
 
 const REV1: &str = "1111111111111111111111111111111111111111";
 const REV2: &str = "2222222222222222222222222222222222222222";

@@ -19,8 +19,8 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use winfleet::desired::model::Desired;
-use winfleet::dialect::systemd::render_drop_in;
 use winfleet::node::{ENVIRONMENT_DROP_IN, HOSTS_TOML};
+use winfleet::vocab::systemd::render_drop_in;
 
 use super::fleet::TestFleet;
 

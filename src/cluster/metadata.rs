@@ -186,7 +186,8 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::desired::kinds::instances::{Shell, TaintEffect};
+    use crate::desired::kinds::instances::TaintEffect;
+    use crate::vocab::Shell;
 
     fn instance(labels: &[(&str, &str)], taints: &[(&str, &str, TaintEffect)]) -> Instance {
         Instance {

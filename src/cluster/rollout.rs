@@ -10,7 +10,6 @@
 //! by the next round. A node that does not come back stops the rollout.
 
 use std::collections::VecDeque;
-use std::future::Future;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -29,16 +28,8 @@ use super::events::{Events, Reason, Regarding};
 use super::observe::node_obs;
 use super::{CORDONED_ANNOTATION, FIELD_MANAGER, NodeObs, REBOOT_REQUIRED_ANNOTATION, REBOOTING_ANNOTATION};
 use crate::desired::model::Instance;
+use crate::engine::host::Host;
 use crate::progress::{self, Phase};
-
-/// The node side of a safe reboot (over SSH in production).
-pub trait Host: Sync {
-    /// The node's current boot id; an error when it does not answer.
-    fn boot_id(&self, instance: &Instance) -> impl Future<Output = Result<String, String>> + Send;
-    /// Sends the reboot command. A connection dropped by the reboot is not
-    /// an error; a refused command is.
-    fn reboot(&self, instance: &Instance) -> impl Future<Output = Result<(), String>> + Send;
-}
 
 /// How the rollout runs.
 #[derive(Clone, Copy, Debug)]

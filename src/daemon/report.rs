@@ -9,8 +9,8 @@ use std::sync::Arc;
 use git2::Repository;
 
 use super::Config;
-use super::round::{GIT_TIMEOUT, short};
 use super::source::Source;
+use super::source::{GIT_TIMEOUT, short};
 use crate::desired::model::{Desired, FleetSettings};
 use crate::engine::report::NodeResult;
 use crate::reconcile::report::RoundReport;

@@ -64,9 +64,9 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::desired::kinds::instances::Shell;
     use crate::desired::model::FleetSettings;
     use crate::node::NodeSpec;
+    use crate::vocab::Shell;
 
     fn desired(addresses: &[&str], drift_mode: DriftMode) -> Desired {
         let spec = Arc::new(NodeSpec::empty(Shell::Posix));

@@ -3,6 +3,7 @@
 //! tree (never a working tree), and a bare cache repository for status.
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use git2::{Oid, Repository};
 
@@ -11,6 +12,14 @@ use crate::source::remote::{self, RemoteSource};
 use crate::source::signed::{self, Range, TrustedKeys};
 use crate::source::transport::GitAuth;
 use crate::source::{Snapshot, SourceError};
+
+/// Longest a Git operation (fetch, read, push) may take.
+pub const GIT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The short form of a revision.
+pub fn short(revision: &str) -> &str {
+    revision.get(..7).unwrap_or(revision)
+}
 
 /// How the source is configured.
 #[derive(Debug)]
@@ -117,8 +126,8 @@ impl Source {
             return Ok(Err(format!(
                 "the last applied revision {} ({from}) is not an ancestor of the head {} (it is not in the repository), \
                  so which commits are new cannot be told",
-                super::round::short(base),
-                super::round::short(revision)
+                short(base),
+                short(revision)
             )));
         };
         Ok(signed::check_base(&repo, keys, head, base, from).map(|()| base))

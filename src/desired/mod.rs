@@ -13,7 +13,6 @@ pub mod model;
 mod parse;
 pub mod rules;
 pub mod schema;
-pub mod services;
 pub mod yaml;
 mod yaml_scalar;
 mod yaml_value;

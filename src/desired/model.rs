@@ -7,10 +7,11 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::kinds::fleet::DriftMode;
-use super::kinds::instances::{Shell, Taint};
-use super::services::ServicesManifest;
+use super::kinds::instances::Taint;
+use crate::lifecycle::manifest::ServicesManifest;
 use crate::node::NodeSpec;
 use crate::render::mirrors::RegistryMirrors;
+use crate::vocab::Shell;
 
 /// Everything a valid revision says the fleet should be.
 #[derive(Clone, Debug)]

@@ -17,16 +17,15 @@ pub mod posix;
 pub mod posix_lifecycle;
 pub mod powershell;
 pub mod powershell_lifecycle;
-pub mod systemd;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
-use crate::desired::kinds::instances::Shell;
-use crate::lifecycle::plan::LifecycleChange;
+use crate::lifecycle::change::LifecycleChange;
 use crate::node::NodeSpec;
 use crate::node::facts::NodeFacts;
 use crate::node::plan::Change;
+use crate::vocab::Shell;
 pub use posix_lifecycle::ObserveList;
 
 /// A command to run on a node, with its script on standard input (the

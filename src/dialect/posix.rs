@@ -23,7 +23,7 @@ use std::fmt::Write;
 
 use super::posix_lifecycle::{self, ObserveList};
 use super::{Script, b64, env_indexes};
-use crate::lifecycle::plan::LifecycleChange;
+use crate::lifecycle::change::LifecycleChange;
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION, NodeFacts};
 use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
 use crate::node::plan::{Change, is_entry_name};
@@ -236,7 +236,7 @@ impl Values {
         if let (false, Some(dir)) = (env_indexes(changes).is_empty(), &spec.environment_dir) {
             values.push(format!("{dir}/{ENVIRONMENT_DROP_IN}"));
             if !(spec.leaving && spec.environment.is_empty()) {
-                values.push(super::systemd::render_drop_in(&spec.environment, facts.boot_id.as_deref()));
+                values.push(crate::vocab::systemd::render_drop_in(&spec.environment, facts.boot_id.as_deref()));
             }
         }
         let mut k = 0;

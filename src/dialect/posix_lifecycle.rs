@@ -22,11 +22,11 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 use super::b64;
-use crate::desired::kinds::instances::Shell;
 use crate::lifecycle::LifecycleSpec;
-use crate::lifecycle::leftover::Leftover;
-use crate::lifecycle::plan::LifecycleChange;
+use crate::lifecycle::change::LifecycleChange;
+use crate::lifecycle::facts::Leftover;
 use crate::lifecycle::record::{HEADER, record_path};
+use crate::vocab::Shell;
 
 /// The staging directory of uploads into `dir`.
 pub use crate::lifecycle::leftover::STAGING;
@@ -253,7 +253,7 @@ pub fn apply(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) ->
             }
             LifecycleChange::Define { service, unit: Some(unit), .. } => {
                 let path = format!("{}/{}.service", spec.units_dir.as_deref().unwrap_or("."), service.name);
-                let sha = crate::node::sha256_hex(unit.as_bytes());
+                let sha = crate::vocab::file::sha256_hex(unit.as_bytes());
                 let (state, certs) = service.state();
                 let lines: Vec<String> = state
                     .iter()

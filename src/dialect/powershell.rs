@@ -20,7 +20,7 @@
 use std::fmt::Write;
 
 use super::{ObserveList, Script, b64, powershell_lifecycle};
-use crate::lifecycle::plan::LifecycleChange;
+use crate::lifecycle::change::LifecycleChange;
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION};
 use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
 use crate::node::plan::{Change, is_entry_name};

@@ -23,12 +23,12 @@ use serde_json::json;
 
 use super::b64;
 use super::posix_lifecycle::{ObserveList, STAGING, split};
-use crate::desired::kinds::instances::Shell;
 use crate::lifecycle::LifecycleSpec;
+use crate::lifecycle::change::LifecycleChange;
 use crate::lifecycle::facts::Definition;
-use crate::lifecycle::leftover::Leftover;
-use crate::lifecycle::plan::LifecycleChange;
+use crate::lifecycle::facts::Leftover;
 use crate::lifecycle::record::{HEADER, record_path};
+use crate::vocab::Shell;
 
 /// The observation part (inside the observation's `try`).
 pub fn observe(spec: &LifecycleSpec, list: &ObserveList) -> String {

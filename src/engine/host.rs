@@ -2,10 +2,18 @@
 //! observation script, the reboot from the dialect's reboot command.
 
 use super::{explain, observe, target};
-use crate::cluster::rollout::Host;
 use crate::desired::model::Instance;
 use crate::dialect;
 use crate::ssh::{Pool, SshError};
+
+/// The node side of a safe reboot (over SSH in production).
+pub trait Host: Sync {
+    /// The node's current boot id; an error when it does not answer.
+    fn boot_id(&self, instance: &Instance) -> impl Future<Output = Result<String, String>> + Send;
+    /// Sends the reboot command. A connection dropped by the reboot is not
+    /// an error; a refused command is.
+    fn reboot(&self, instance: &Instance) -> impl Future<Output = Result<(), String>> + Send;
+}
 
 /// Reboots nodes through the round's SSH pool.
 pub struct SshHost<'a> {

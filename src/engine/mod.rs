@@ -15,7 +15,6 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use tokio_util::sync::CancellationToken;
 
-use crate::desired::kinds::instances::Shell;
 use crate::desired::model::Instance;
 use crate::dialect;
 use crate::dialect::ObserveList;
@@ -26,6 +25,7 @@ use crate::node::NodeSpec;
 use crate::node::facts::{NodeFacts, parse_facts};
 use crate::node::plan::{self, plan_node};
 use crate::ssh::{Conversation, Output, Pool, Target};
+use crate::vocab::Shell;
 use report::{LifecycleReport, NodeReport, NodeResult, OpReport, Stage};
 use tokio::sync::Mutex;
 

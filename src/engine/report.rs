@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use crate::lifecycle::Mode;
 use crate::node::outcome::Outcome;
-use crate::plan::Operation;
+use crate::vocab::operation::Operation;
 
 /// The version of the round report's JSON (docs/apply-format.md), apart
 /// from the plan's.

@@ -6,8 +6,8 @@
 use super::report::Stage;
 use super::{NodeContext, explain};
 use crate::dialect::{self, ObserveList, posix_lifecycle::staged};
+use crate::lifecycle::change::LifecycleChange;
 use crate::lifecycle::facts::HashCache;
-use crate::lifecycle::plan::LifecycleChange;
 use crate::lifecycle::{LifecycleSpec, Mode, resolve};
 use crate::node::NodeSpec;
 use crate::node::facts::NodeFacts;

@@ -2,9 +2,9 @@
 //! dialects carry them out.
 
 use super::facts::Definition;
-use super::leftover::Leftover;
+use super::facts::Leftover;
 use super::{GeneratedFile, NodeFile, ServiceSpec};
-use crate::plan::Operation;
+use crate::vocab::operation::Operation;
 
 /// One lifecycle change.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,4 +129,18 @@ impl LifecycleChange<'_> {
     pub fn is_preparation(&self) -> bool {
         matches!(self, LifecycleChange::CreateDir { .. })
     }
+}
+
+/// The lifecycle plan of one node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LifecyclePlan<'a> {
+    /// What changes, in order.
+    pub changes: Vec<LifecycleChange<'a>>,
+    /// What cannot be done in this round, and why.
+    pub waiting: Vec<String>,
+    /// Why nothing of the lifecycle can be done (a payload that is not
+    /// the pinned one, unreadable cluster material): an error.
+    pub error: Option<String>,
+    /// Items already as desired.
+    pub in_sync: usize,
 }

@@ -23,9 +23,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::leftover::Leftover;
 use super::record::InstallRecord;
-use crate::node::facts::{ReportError, ServiceState, Tokens};
+use crate::vocab::report::{ReportError, ServiceState, Tokens};
 
 /// Lifecycle facts of one node.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -232,6 +231,25 @@ pub fn resolve_cached(facts: &mut LifecycleFacts, cache: &mut HashCache) {
             FileFact::Absent => {
                 cache.remove(path);
             }
+        }
+    }
+}
+
+/// What kind of leftover a path is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Leftover {
+    /// An upload's staging directory (empty, or holding partial uploads).
+    Staging,
+    /// A write's temporary file (or, on Windows, a replaced file's backup).
+    Temporary,
+}
+
+impl Leftover {
+    /// The word the observation reports it with.
+    pub fn parse(word: &str) -> Self {
+        match word {
+            "staging" => Leftover::Staging,
+            _ => Leftover::Temporary,
         }
     }
 }

@@ -17,32 +17,13 @@
 //! then); a temporary file is removed before any write, which makes its
 //! own.
 
-use super::facts::LifecycleFacts;
-use super::plan::LifecycleChange;
+use super::change::LifecycleChange;
+use super::facts::{Leftover, LifecycleFacts};
 use super::{LifecycleSpec, NodeFile};
-use crate::desired::kinds::instances::Shell;
+use crate::vocab::Shell;
 
 /// The staging directory of uploads into a directory: `<dir>/.winfleet-staging`.
 pub const STAGING: &str = ".winfleet-staging";
-
-/// What kind of leftover a path is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Leftover {
-    /// An upload's staging directory (empty, or holding partial uploads).
-    Staging,
-    /// A write's temporary file (or, on Windows, a replaced file's backup).
-    Temporary,
-}
-
-impl Leftover {
-    /// The word the observation reports it with.
-    pub fn parse(word: &str) -> Self {
-        match word {
-            "staging" => Leftover::Staging,
-            _ => Leftover::Temporary,
-        }
-    }
-}
 
 /// The staging directory a file's upload goes through.
 pub fn staging_of(shell: Shell, path: &str) -> String {

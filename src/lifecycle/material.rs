@@ -23,8 +23,8 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::json;
 
 use super::{GeneratedFile, LifecycleSpec};
-use crate::desired::kinds::instances::Shell;
-use crate::node::{ManagedFile, sha256_hex};
+use crate::vocab::Shell;
+use crate::vocab::file::{ManagedFile, sha256_hex};
 
 /// The file names, under the kube directory.
 pub const BOOTSTRAP_KUBECONFIG: &str = "bootstrap-kubeconfig";

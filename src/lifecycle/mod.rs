@@ -18,9 +18,10 @@
 //! Which part of the lifecycle a round may touch depends on the node's
 //! [`Mode`], decided from the cluster (the Node and its version annotation).
 
-mod change;
+pub mod change;
 pub mod facts;
 pub mod leftover;
+pub mod manifest;
 pub mod material;
 pub mod plan;
 pub mod record;
@@ -31,11 +32,11 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::desired::kinds::instances::Shell;
-use crate::desired::services::{NodeVariable, ServiceDef, ServicesManifest};
-use crate::node::{ManagedFile, node_path};
+use crate::lifecycle::manifest::{NodeVariable, ServiceDef, ServicesManifest};
 use crate::payload::Payload;
 use crate::payload::layout::{WINDOWS_K_DIR, WINDOWS_TEMP_DIR, parents, payload_node_path};
+use crate::vocab::Shell;
+use crate::vocab::file::{ManagedFile, node_path};
 use material::ClusterMaterial;
 
 /// WMCO's annotation of the version that fully configured a node
@@ -135,7 +136,7 @@ pub struct ServiceSpec {
     pub node_variables: Vec<NodeVariable>,
     /// Scripts run before the service starts; those with a variable give
     /// its value (run during observation: they must not change the node).
-    pub pre_scripts: Vec<crate::desired::services::PreScript>,
+    pub pre_scripts: Vec<crate::lifecycle::manifest::PreScript>,
     /// Services it depends on.
     pub dependencies: Vec<String>,
     /// Started before the Node exists.
@@ -426,7 +427,7 @@ pub(crate) mod tests_support {
     //! Specs for the lifecycle's unit tests.
 
     use super::*;
-    use crate::desired::services::{NodeJsonPath, PreScript};
+    use crate::lifecycle::manifest::{NodeJsonPath, PreScript};
 
     /// A posix spec with a bootstrap kubelet (a NODE_IP pre-script) and a
     /// hybrid-overlay-node that needs the Node.

@@ -15,14 +15,14 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-pub use super::change::LifecycleChange;
+use super::change::{LifecycleChange, LifecyclePlan};
 use super::facts::LifecycleFacts;
 use super::leftover::removals;
 use super::removal::{deconfigure, stale};
 use super::resolve::{self, same_definition};
 use super::{LifecycleSpec, Mode, NodeFile, ServiceSpec};
-use crate::desired::kinds::instances::Shell;
-use crate::node::facts::ServiceState;
+use crate::vocab::Shell;
+use crate::vocab::report::ServiceState;
 
 /// What the plan knows about the node besides its facts.
 #[derive(Clone, Copy, Debug)]
@@ -34,20 +34,6 @@ pub struct Context<'a> {
     /// Whether running services may be stopped (the node is cordoned by
     /// winfleet, or already at the desired version).
     pub disrupt: bool,
-}
-
-/// The lifecycle plan of one node.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct LifecyclePlan<'a> {
-    /// What changes, in order.
-    pub changes: Vec<LifecycleChange<'a>>,
-    /// What cannot be done in this round, and why.
-    pub waiting: Vec<String>,
-    /// Why nothing of the lifecycle can be done (a payload that is not
-    /// the pinned one, unreadable cluster material): an error.
-    pub error: Option<String>,
-    /// Items already as desired.
-    pub in_sync: usize,
 }
 
 /// Plans the lifecycle of one node.

@@ -266,7 +266,7 @@ fn an_unresolved_variable_holds_only_its_service() {
 /// apply script runs); that one goes in the round after.
 #[test]
 fn a_crashs_leftovers_go_except_a_staging_directory_an_upload_uses_this_round() {
-    use crate::lifecycle::leftover::Leftover;
+    use crate::lifecycle::facts::Leftover;
 
     let spec = spec();
     let node = serde_json::json!({"metadata": {"name": "win-1"}});
@@ -308,7 +308,7 @@ fn a_crashs_leftovers_go_except_a_staging_directory_an_upload_uses_this_round() 
 
 #[test]
 fn deconfigure_removes_a_crashs_leftovers_before_the_directories_holding_them() {
-    use crate::lifecycle::leftover::Leftover;
+    use crate::lifecycle::facts::Leftover;
 
     let spec = spec();
     let mut facts = LifecycleFacts {

@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::desired::kinds::instances::Shell;
+use crate::vocab::Shell;
 
 /// Where the record lives: outside every directory it lists, in a
 /// directory of winfleet's own (relative = from the SSH user's home).

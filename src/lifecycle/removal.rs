@@ -4,12 +4,12 @@
 
 use std::collections::BTreeSet;
 
+use super::change::{LifecycleChange, LifecyclePlan};
 use super::facts::{FileFact, LifecycleFacts};
 use super::leftover::removals;
-use super::plan::{LifecycleChange, LifecyclePlan};
 use super::{LifecycleSpec, Mode, ServiceSpec};
-use crate::desired::kinds::instances::Shell;
-use crate::node::facts::ServiceState;
+use crate::vocab::Shell;
+use crate::vocab::report::ServiceState;
 
 /// In an upgrade: the services and files the install record holds that
 /// this version does not have (WMCO leaves an older version's leftovers;

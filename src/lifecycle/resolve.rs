@@ -16,10 +16,10 @@ use serde_json::Value;
 
 use super::ServiceSpec;
 use super::facts::{Definition, LifecycleFacts};
-use crate::desired::kinds::instances::Shell;
-use crate::desired::services::{NodeVariable, PreScript};
 use crate::diagnostic::shown;
-use crate::node::sha256_hex;
+use crate::lifecycle::manifest::{NodeVariable, PreScript};
+use crate::vocab::Shell;
+use crate::vocab::file::sha256_hex;
 
 /// The start type every service gets: automatic (Windows `Start` = 2), so
 /// a rebooted node comes back with its services.
@@ -202,7 +202,7 @@ pub fn unit_name(name: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::desired::services::NodeJsonPath;
+    use crate::lifecycle::manifest::NodeJsonPath;
 
     fn service() -> ServiceSpec {
         ServiceSpec {

@@ -11,7 +11,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::node::facts::{ReportError, Tokens};
+use crate::vocab::report::{ReportError, Tokens};
 
 /// The start marker of an apply report.
 pub const OUTCOMES_MARKER: &str = "winfleet-outcomes";

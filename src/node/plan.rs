@@ -3,12 +3,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::desired::kinds::instances::Shell;
 use crate::node::facts::NodeFacts;
-use crate::node::{
-    HOSTS_TOML, MANAGED_ENVIRONMENT, ManagedFile, NodeSpec, REGISTRY_MARKER, display_env_value, node_path,
-};
-use crate::plan::Operation;
+use crate::node::{HOSTS_TOML, MANAGED_ENVIRONMENT, NodeSpec, REGISTRY_MARKER, display_env_value};
+use crate::vocab::Shell;
+use crate::vocab::file::{ManagedFile, node_path};
+use crate::vocab::operation::Operation;
 
 /// One change to make on a node, borrowing the desired values from the spec.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,7 +63,12 @@ impl Change<'_> {
             Change::WriteFile { registry, file, observed, marked } => {
                 let path = node_path(spec.shell, &spec.registries_dir, &[registry, HOSTS_TOML]);
                 let diff = match observed {
-                    None => crate::plan::unified_diff("node: absent", &format!("desired: {path}"), "", file.display()),
+                    None => crate::vocab::operation::unified_diff(
+                        "node: absent",
+                        &format!("desired: {path}"),
+                        "",
+                        file.display(),
+                    ),
                     Some(sum) if *sum == file.sha256() && !marked => format!(
                         "sha256 {} as desired; the directory gets winfleet's marker ({REGISTRY_MARKER}): winfleet did \
                          not create it, and adopts it\n",

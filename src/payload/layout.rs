@@ -11,8 +11,8 @@
 //! posix nodes keep the payload's own tree under the Fleet's
 //! `spec.payload.posixDir`.
 
-use crate::desired::kinds::instances::Shell;
-use crate::node::node_path;
+use crate::vocab::Shell;
+use crate::vocab::file::node_path;
 
 /// WMCO's Kubernetes directory on Windows nodes.
 pub const WINDOWS_K_DIR: &str = r"C:\k";

@@ -8,7 +8,7 @@
 //! `/payload/sha256sum` of the same shape), and any change of a byte, a
 //! name or the set of files changes the digest.
 
-use crate::node::sha256_hex;
+use crate::vocab::file::sha256_hex;
 
 /// The prefix of every payload digest.
 pub const DIGEST_PREFIX: &str = "sha256:";

@@ -3,7 +3,8 @@
 use std::fmt::Write;
 
 use super::text::summary_line;
-use super::{MachineSetAction, Operation, Plan, short, show_value};
+use super::{MachineSetAction, Plan, short, show_value};
+use crate::vocab::operation::Operation;
 
 /// The first line of every plan comment: a CI job finds its own comment by
 /// it and updates it instead of adding another (as Atlantis does).

@@ -9,12 +9,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use super::{
-    InstanceChanges, InstanceSummary, InstanceUpdate, MachineSetAction, MachineSetChange, NodeGroup, Operation, Plan,
+    InstanceChanges, InstanceSummary, InstanceUpdate, MachineSetAction, MachineSetChange, NodeGroup, Plan,
     SettingChange, fields,
 };
 use crate::desired::{Desired, Instance};
 use crate::lifecycle::LifecycleSpec;
-use crate::node::{HOSTS_TOML, MANAGED_ENVIRONMENT, NodeSpec, display_env_value, node_path};
+use crate::node::{HOSTS_TOML, MANAGED_ENVIRONMENT, NodeSpec, display_env_value};
+use crate::vocab::file::node_path;
+use crate::vocab::operation::{Operation, unified_diff};
 
 /// Plans the change from `base` to `head`. A missing base (an invalid or
 /// empty revision) plans everything in head as new.
@@ -196,7 +198,7 @@ fn lifecycle_operations(base: Option<&LifecycleSpec>, head: Option<&LifecycleSpe
 }
 
 fn unified(path: &str, before: &str, after: &str) -> String {
-    super::unified_diff(&format!("base: {path}"), &format!("head: {path}"), before, after)
+    unified_diff(&format!("base: {path}"), &format!("head: {path}"), before, after)
 }
 
 fn machine_set_changes(base: Option<&Desired>, head: &Desired) -> Vec<MachineSetChange> {

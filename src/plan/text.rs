@@ -2,7 +2,8 @@
 
 use std::fmt::Write;
 
-use super::{MachineSetAction, Operation, Plan, short, show_value};
+use super::{MachineSetAction, Plan, short, show_value};
+use crate::vocab::operation::Operation;
 
 /// Renders a plan as plain text.
 pub fn render(plan: &Plan) -> String {

@@ -13,9 +13,9 @@ use crate::cluster::deconfigure::{self, DeconfigureReport, DeconfigureResult, Le
 use crate::cluster::drain::DrainOptions;
 use crate::cluster::events::{Events, Reason, Regarding};
 use crate::cluster::keys::{self, KeyReport, KeyResult};
-use crate::cluster::rollout::Host;
 use crate::cluster::upgrade::{self, Candidate, UpgradeReport};
 use crate::desired::model::{Desired, Instance};
+use crate::engine::host::Host;
 use crate::engine::report::NodeReport;
 use crate::lifecycle::LifecycleSpec;
 use crate::ssh::Pool;

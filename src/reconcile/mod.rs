@@ -35,9 +35,10 @@ use crate::cluster::upgrade::UpgradeResult;
 use crate::lifecycle::{LifecycleSpec, PayloadState};
 use tokio_util::sync::CancellationToken;
 
-use crate::cluster::rollout::{self, Candidate, Host, RebootReport, RebootResult, RebootStage, RolloutOptions};
+use crate::cluster::rollout::{self, Candidate, RebootReport, RebootResult, RebootStage, RolloutOptions};
 use crate::cluster::{ClusterFacts, REBOOTING_ANNOTATION, observe};
 use crate::desired::model::{Desired, Instance};
+use crate::engine::host::Host;
 use crate::engine::report::{NodeReport, NodeResult};
 use crate::engine::{self, NodeContext, RoundOptions};
 use crate::ssh::Pool;

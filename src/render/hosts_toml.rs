@@ -6,7 +6,7 @@ use std::fmt::Write;
 use super::mirrors::RegistryMirrors;
 use super::pull_secret::PullSecret;
 use super::reference::{registry_host, v2_url};
-use crate::node::ManagedFile;
+use crate::vocab::file::ManagedFile;
 
 /// What an `authorization` value is shown as wherever it could be displayed.
 pub const REDACTED: &str = "<redacted>";

@@ -13,8 +13,8 @@ pub mod reference;
 
 use std::collections::BTreeMap;
 
-use crate::desired::kinds::instances::Shell;
 use crate::node::{NodeSpec, OBSERVED_SERVICES, registry_dir_name};
+use crate::vocab::Shell;
 use mirrors::RegistryMirrors;
 use pull_secret::PullSecret;
 

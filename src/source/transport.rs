@@ -25,7 +25,7 @@ use git2::{
 
 pub use location::redact_url;
 
-use crate::ssh::known_hosts::KnownHosts;
+use crate::known_hosts::KnownHosts;
 use location::Location;
 
 /// How winfleet authenticates to the Git server. It holds file paths only,

@@ -9,7 +9,6 @@
 //! [`Script`]: crate::dialect::Script
 
 pub mod conversation;
-pub mod known_hosts;
 pub mod session;
 pub mod sftp;
 
@@ -22,8 +21,8 @@ use backon::{ExponentialBuilder, Retryable};
 use russh::keys::PrivateKey;
 use tokio::sync::Mutex;
 
+pub use crate::known_hosts::{HostKeyError, KnownHosts};
 pub use conversation::Conversation;
-pub use known_hosts::{HostKeyError, KnownHosts};
 pub use session::{Output, Session};
 
 use crate::dialect::Script;
@@ -345,7 +344,7 @@ impl Pool {
         let line = public.to_openssh().unwrap_or_default();
         let mut parts = line.split_whitespace();
         let text = format!("{} {}", parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
-        crate::node::sha256_hex(text.as_bytes())
+        crate::vocab::file::sha256_hex(text.as_bytes())
     }
 
     /// The fleet's public key in authorized_keys form (`<type> <base64>`).
@@ -356,7 +355,7 @@ impl Pool {
 
     /// The fleet key's `SHA256:…` fingerprint.
     pub fn public_key_fingerprint(&self) -> String {
-        known_hosts::fingerprint(self.key.public_key())
+        crate::known_hosts::fingerprint(self.key.public_key())
     }
 
     /// The hashes known for `target`'s files.

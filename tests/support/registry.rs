@@ -35,7 +35,7 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, 
 
 /// `sha256:<hex>` of some bytes, as registries and OCI name blobs.
 pub fn digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", winfleet::node::sha256_hex(bytes))
+    format!("sha256:{}", winfleet::vocab::file::sha256_hex(bytes))
 }
 
 /// A free port on 127.0.0.1 (bound, then released for a server to take).

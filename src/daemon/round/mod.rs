@@ -7,9 +7,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-/// Longest a Git operation (fetch, read, push) may take.
-pub const GIT_TIMEOUT: Duration = Duration::from_secs(120);
-
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -20,7 +17,7 @@ use super::payload::PayloadCache;
 use super::report::StatusWriter;
 use super::schedule::{Schedule, Work};
 use super::scope::{self, NodesScope};
-use super::source::{Source, SourceFailure};
+use super::source::{GIT_TIMEOUT, Source, SourceFailure, short};
 
 mod record;
 mod verify;
@@ -433,9 +430,4 @@ impl Daemon {
             status_commit,
         }
     }
-}
-
-/// The short form of a revision.
-pub fn short(revision: &str) -> &str {
-    revision.get(..7).unwrap_or(revision)
 }

@@ -13,8 +13,9 @@
 
 use git2::Oid;
 
-use super::{Daemon, short};
+use super::Daemon;
 use crate::cluster::events::{Events, Reason, Regarding};
+use crate::daemon::source::short;
 use crate::desired::model::FleetSettings;
 use crate::source::signed::{Policy, Range, VerifyMode};
 

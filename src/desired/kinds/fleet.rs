@@ -3,8 +3,8 @@
 
 use serde::Deserialize;
 
-use super::instances::Shell;
 use super::meta::ObjectMeta;
+use crate::vocab::Shell;
 
 /// The Fleet object (at most one per repository; every field optional).
 #[derive(Clone, Debug, Deserialize)]

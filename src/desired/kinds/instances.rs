@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 
+use crate::vocab::Shell;
 use serde::{Deserialize, Serialize};
 
 use super::meta::ObjectMeta;
@@ -54,26 +55,6 @@ pub struct InstanceEntry {
     /// Node taints winfleet manages.
     #[serde(default)]
     pub taints: Vec<Taint>,
-}
-
-/// The shell dialect winfleet speaks to a node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Shell {
-    /// Windows PowerShell, run as `powershell.exe … -Command -`.
-    Powershell,
-    /// POSIX sh (Linux nodes and the test fleet).
-    Posix,
-}
-
-impl Shell {
-    /// The name as written in the repository.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Shell::Powershell => "powershell",
-            Shell::Posix => "posix",
-        }
-    }
 }
 
 /// A node taint.

@@ -9,8 +9,8 @@
 //! such as `posixDir: /` is an error at review time, not a surprise on a
 //! node.
 
-use crate::desired::kinds::instances::Shell;
 use crate::diagnostic::{shown, shown_bare};
+use crate::vocab::Shell;
 
 /// posix directories of the system that a Fleet directory may not be:
 /// winfleet writes and removes entries directly inside its directory.

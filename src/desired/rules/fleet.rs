@@ -6,10 +6,10 @@ use super::dirs::check_node_dir;
 use super::names::check_username;
 use crate::desired::Doc;
 use crate::desired::kinds::fleet::Fleet;
-use crate::desired::kinds::instances::Shell;
 use crate::desired::model::FleetSettings;
 use crate::desired::normalize_dir;
 use crate::diagnostic::{Diagnostic, shown};
+use crate::vocab::Shell;
 
 /// Checks the Fleet (if any) and returns the settings in force.
 pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> FleetSettings {

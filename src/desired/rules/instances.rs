@@ -7,9 +7,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use super::names::{canonical_address, check_label_key, check_label_value, check_reachable, check_username};
 use crate::desired::Doc;
 use crate::desired::kinds::configmap::InstancesConfigMap;
-use crate::desired::kinds::instances::{Shell, Taint, WindowsInstanceList};
+use crate::desired::kinds::instances::{Taint, WindowsInstanceList};
 use crate::desired::model::FleetSettings;
 use crate::diagnostic::{Diagnostic, child, shown};
+use crate::vocab::Shell;
 
 /// An instance before its node spec is attached.
 #[derive(Clone, Debug)]

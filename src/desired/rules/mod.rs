@@ -13,12 +13,12 @@ pub mod services;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::kinds::instances::Shell;
 use super::model::{Desired, Instance};
 use super::{Documents, LoadOptions};
 use crate::diagnostic::Diagnostic;
 use crate::lifecycle::{LifecycleDirs, LifecycleSpec};
 use crate::render;
+use crate::vocab::Shell;
 
 /// Runs every rule; returns the desired state (callers drop it when any
 /// error was reported).

@@ -3,8 +3,8 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::desired::kinds::instances::Shell;
 use crate::diagnostic::{shown, shown_bare};
+use crate::vocab::Shell;
 
 /// Checks an instance address and returns its canonical form: an IPv4
 /// literal, or a DNS name in lower case without a trailing dot.

@@ -23,9 +23,10 @@ use serde_json::json;
 use crate::desired::Doc;
 use crate::desired::kinds::services::{FileJson, NodeArgJson, ServiceJson, ServicesConfigMap};
 use crate::desired::model::FleetSettings;
-use crate::desired::services::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
 use crate::diagnostic::{Diagnostic, child, is_unseen, shown};
-use crate::node::{MANAGED_ENVIRONMENT, sha256_hex};
+use crate::lifecycle::manifest::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
+use crate::node::MANAGED_ENVIRONMENT;
+use crate::vocab::file::sha256_hex;
 
 const KEYS: [&str; 4] = ["services", "files", "environmentVars", "watchedEnvironmentVars"];
 

@@ -1,12 +1,12 @@
 //! Pinning the host key of an ssh Git server to the OpenSSH known_hosts
 //! file given with `--git-known-hosts`. libssh2 hands over the raw key blob;
 //! the matching (hashed `|1|` names, `[host]:port`, patterns, `@revoked`)
-//! is the same as for the nodes ([`crate::ssh::known_hosts`]), except that
+//! is the same as for the nodes ([`crate::known_hosts`]), except that
 //! there is no trust-on-first-use: an unknown host is refused.
 
 use russh::keys::PublicKey;
 
-use crate::ssh::known_hosts::{HostKeyError, KnownHosts};
+use crate::known_hosts::{HostKeyError, KnownHosts};
 
 /// Checks the raw SSH public key blob `raw` presented by `host:port`;
 /// the error is a sentence naming the host and the fingerprints.
@@ -39,7 +39,7 @@ fn name(host: &str, port: u16) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ssh::known_hosts::fingerprint;
+    use crate::known_hosts::fingerprint;
 
     const ED_A: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFWhSyoQKBl1f5qBFmDuAiBeHdkAg7sYV5DOLql+cwWM";
     const ED_B: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIBNzjCwXWNPKTfvuMj6HLtbSWNkq65wTErnDLo+qZKQV";
