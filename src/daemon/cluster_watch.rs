@@ -83,7 +83,12 @@ where
 #[derive(Debug, Default)]
 struct Known {
     ready: BTreeSet<String>,
-    listing: Option<BTreeSet<String>>,
+    listing: Option<Vec<(String, Vec<String>)>>,
+    /// The first listing is done: a later one is a relisting, after a
+    /// watch the server ended with 410 Gone (its resourceVersion too old,
+    /// as after a kube-apiserver restart), and what it shows that was not
+    /// known appeared while the watch was down.
+    listed: bool,
 }
 
 impl Known {
@@ -91,22 +96,27 @@ impl Known {
     fn event(&mut self, event: Event<(String, Vec<String>)>) -> Option<Vec<String>> {
         match event {
             Event::Init => {
-                self.listing = Some(BTreeSet::new());
+                self.listing = Some(Vec::new());
                 None
             }
             Event::InitApply((name, addresses)) => {
                 if !addresses.is_empty()
                     && let Some(listing) = &mut self.listing
                 {
-                    listing.insert(name);
+                    listing.push((name, addresses));
                 }
                 None
             }
             Event::InitDone => {
-                if let Some(listing) = self.listing.take() {
-                    self.ready = listing;
-                }
-                None
+                let listing = self.listing.take()?;
+                let relisting = std::mem::replace(&mut self.listed, true);
+                let new: Vec<String> = listing
+                    .iter()
+                    .filter(|(name, _)| relisting && !self.ready.contains(name))
+                    .flat_map(|(_, addresses)| addresses.iter().cloned())
+                    .collect();
+                self.ready = listing.into_iter().map(|(name, _)| name).collect();
+                (!new.is_empty()).then_some(new)
             }
             Event::Apply((name, addresses)) => (!addresses.is_empty() && self.ready.insert(name)).then_some(addresses),
             Event::Delete((name, _)) => {
@@ -166,6 +176,23 @@ mod tests {
         assert_eq!(known.event(Event::Apply(obj("win-2", &["10.0.0.2"]))), None, "only once");
         known.event(Event::Delete(obj("win-2", &[])));
         assert_eq!(known.event(Event::Apply(obj("win-2", &["10.0.0.2"]))), Some(vec!["10.0.0.2".to_owned()]));
+    }
+
+    #[test]
+    fn a_relisting_triggers_for_what_appeared_while_the_watch_was_down() {
+        // Issue 24, item 7: after 410 Gone the watcher lists again; a Node
+        // added meanwhile is only in that listing, never in a watch event.
+        let mut known = Known::default();
+        known.event(Event::Init);
+        known.event(Event::InitApply(obj("win-1", &["10.0.0.1"])));
+        assert_eq!(known.event(Event::InitDone), None, "the first listing triggers nothing");
+        known.event(Event::Init);
+        known.event(Event::InitApply(obj("win-1", &["10.0.0.1"])));
+        known.event(Event::InitApply(obj("win-3", &["10.0.0.3"])));
+        known.event(Event::InitApply(obj("win-4", &[])));
+        assert_eq!(known.event(Event::InitDone), Some(vec!["10.0.0.3".to_owned()]));
+        assert_eq!(known.event(Event::Apply(obj("win-3", &["10.0.0.3"]))), None, "only once");
+        assert_eq!(known.event(Event::Apply(obj("win-4", &["10.0.0.4"]))), Some(vec!["10.0.0.4".to_owned()]));
     }
 
     #[test]
