@@ -190,7 +190,7 @@ struct GitArgs {
     /// known_hosts pinning the Git server's host key (required for ssh://).
     #[arg(long, value_name = "FILE", env = "WINFLEET_GIT_KNOWN_HOSTS")]
     git_known_hosts: Option<PathBuf>,
-    /// Send the Git token (--git-token-file, or a password in the URL) over plain http://, where
+    /// Send the Git token (--git-token-file, or credentials in the URL) over plain http://, where
     /// anyone on the path can read it; refused without this flag (use https://).
     #[arg(long, env = "WINFLEET_ALLOW_INSECURE_HTTP")]
     allow_insecure_http: bool,
