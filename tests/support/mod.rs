@@ -122,6 +122,7 @@ pub fn winfleet(args: &[&str]) -> (i32, String, String) {
     )
 }
 pub mod apiserver;
+pub mod cluster;
 pub mod containerd;
 pub mod controlplane;
 pub mod daemon;
