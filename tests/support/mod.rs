@@ -121,6 +121,7 @@ pub fn winfleet(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
+pub mod api;
 pub mod apiserver;
 pub mod cluster;
 pub mod containerd;
