@@ -73,6 +73,18 @@ enum Write<'p> {
 }
 
 impl Write<'_> {
+    /// The failed request as a sentence naming its verb and object.
+    fn failure(&self, e: &kube::Error) -> String {
+        let (verb, resource, object) = match self {
+            Write::MachineSet(MachineSetStep::Delete { change, .. }) => {
+                ("delete", "machinesets", format!("{MACHINE_API_NAMESPACE}/{}", change.name))
+            }
+            Write::MachineSet(step) => ("patch", "machinesets", format!("{MACHINE_API_NAMESPACE}/{}", step.name())),
+            Write::Node(plan) => ("patch", "nodes", plan.node.clone()),
+        };
+        super::fault::describe(e, Some(&super::fault::Request { verb, resource, object: Some(&object) }))
+    }
+
     fn target(&self) -> String {
         match self {
             Write::MachineSet(step) => format!("MachineSet/{}", step.name()),
@@ -86,12 +98,10 @@ fn writes(plan: &ClusterPlan) -> Vec<Write<'_>> {
     sets.map(Write::MachineSet).chain(plan.nodes.iter().map(Write::Node)).collect()
 }
 
-/// The API's words for a failed request.
+/// A failed request as a plain sentence ([`super::fault`]); the verb and
+/// resource of an RBAC denial come from the server's words.
 pub fn api_error(e: &kube::Error) -> String {
-    match e {
-        kube::Error::Api(status) => format!("{} {}: {}", status.code, status.reason, status.message),
-        other => other.to_string(),
-    }
+    super::fault::describe(e, None)
 }
 
 async fn send(client: &Client, write: &Write<'_>, dry_run: bool) -> Result<(), kube::Error> {
@@ -131,7 +141,7 @@ pub async fn dry_run(client: &Client, plan: &ClusterPlan) -> Vec<WriteReport> {
         .iter()
         .zip(results)
         .filter_map(|(w, r)| {
-            r.err().map(|e| WriteReport { target: w.target(), outcome: Outcome::Failed(api_error(&e)) })
+            r.err().map(|e| WriteReport { target: w.target(), outcome: Outcome::Failed(w.failure(&e)) })
         })
         .collect()
 }
@@ -150,7 +160,7 @@ pub async fn write(client: &Client, events: &Events, plan: &ClusterPlan, facts: 
         let result = send(client, &write, false).await;
         let outcome = match &result {
             Ok(()) => Outcome::Applied,
-            Err(e) => Outcome::Failed(api_error(e)),
+            Err(e) => Outcome::Failed(write.failure(e)),
         };
         match write {
             Write::MachineSet(step) => {

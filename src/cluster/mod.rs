@@ -8,6 +8,8 @@
 //!   Machines and the cluster Proxy ([`ClusterFacts`]).
 //! - [`associate`]: instance ↔ Node by exact IPv4 match (WMCO's rule).
 //! - [`metadata`] and [`machinesets`]: the pure cluster plan.
+//! - [`fault`]: a failed API request's class and plain sentence (verb,
+//!   object), the one place API errors become words.
 //! - [`apply`]: the whole plan sent with `dryRun=All` first, then written,
 //!   with an Event per change and failure ([`events`]).
 //! - [`drain`] and [`rollout`]: cordon, drain through the Eviction API,
@@ -21,6 +23,7 @@ pub mod csr;
 pub mod deconfigure;
 pub mod drain;
 pub mod events;
+pub mod fault;
 pub mod join;
 pub mod keys;
 pub mod machinesets;
