@@ -364,7 +364,7 @@ fn main() {
                 secs(took / nodes as u32),
                 mib(sent),
                 100.0 * (sent as f64 / (delta * nodes as u64) as f64 - 1.0),
-                winfleet::plan::bytes(delta)
+                winfleet::vocab::operation::bytes(delta)
             );
             if at_once == 1 {
                 let new_archives = archives(&after, &scratch.path().join(format!("upgrade-{seed}")));
