@@ -8,71 +8,13 @@
 
 mod support;
 
-use std::path::Path;
-
-use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
-use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, PostParams};
-use serde_json::Value;
 use support::controlplane::ControlPlane;
-
-/// deploy/base files applied for real: the namespace, the ServiceAccount, the RBAC.
-/// `without` removes the ClusterRole rule for that resource first.
-async fn install_identity(plane: &ControlPlane, without: &str) {
-    for file in ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"] {
-        let text = std::fs::read_to_string(support::root().join("deploy/base").join(file)).unwrap();
-        for mut obj in serde_saphyr::from_multiple::<Value>(&text).unwrap().into_iter().filter(|d| !d.is_null()) {
-            if obj["kind"] == "ClusterRole" {
-                let rules = obj["rules"].as_array_mut().unwrap();
-                let before = rules.len();
-                rules.retain(|r| r["resources"] != serde_json::json!([without]));
-                assert_eq!(rules.len(), before - 1, "one rule removed");
-            }
-            plane.apply(&obj, "winfleet-test").await;
-        }
-    }
-}
-
-async fn service_account_token(plane: &ControlPlane) -> String {
-    let accounts: Api<ServiceAccount> = Api::namespaced(plane.client(), "winfleet");
-    let request = TokenRequest {
-        spec: TokenRequestSpec { audiences: vec![], expiration_seconds: Some(3600), ..Default::default() },
-        ..Default::default()
-    };
-    let answer = accounts.create_token_request("winfleet", &PostParams::default(), &request).await.unwrap();
-    answer.status.expect("TokenRequest status").token
-}
-
-fn repo(dir: &Path) {
-    let fleet = "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: t\nspec:\n  lab:\n    allowLoopbackAddresses: true\n  defaults:\n    username: u\n    port: 1\n    shell: posix\n";
-    std::fs::write(dir.join("fleet.yaml"), fleet).unwrap();
-    let template =
-        std::fs::read_to_string(support::root().join("examples-repo/machinesets/winworker-aws.yaml")).unwrap();
-    std::fs::create_dir_all(dir.join("machinesets")).unwrap();
-    std::fs::write(dir.join("machinesets/winb.yaml"), template.replace("prod-7xk2p-windows-us-east-1a", "winb"))
-        .unwrap();
-    let git = |args: &[&str]| {
-        let ok = std::process::Command::new("git").current_dir(dir).args(args).output().unwrap().status.success();
-        assert!(ok, "git {args:?}");
-    };
-    git(&["init", "-q"]);
-    git(&["add", "."]);
-    git(&["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "fleet"]);
-}
-
-async fn winfleet(args: Vec<String>) -> (i32, String, String) {
-    tokio::task::spawn_blocking(move || {
-        let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        support::winfleet(&args)
-    })
-    .await
-    .unwrap()
-}
+use support::identity::{install_identity, repo, service_account_token, winfleet};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_rule_is_reported_as_forbidden_with_its_verb_and_resource() {
     let Some(plane) = ControlPlane::start().await else { return };
-    install_identity(&plane, "proxies").await;
+    install_identity(&plane, Some("proxies")).await;
     let token = service_account_token(&plane).await;
     let kubeconfig = plane.token_kubeconfig("winfleet-sa", &token);
     let tmp = tempfile::tempdir().unwrap();

@@ -9,16 +9,15 @@
 mod support;
 
 use std::path::Path;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams, PostParams};
 use serde_json::json;
 use support::apiserver::fixtures;
+use support::cluster::pool;
 use support::controlplane::{Backend, ControlPlane, TestApi};
 use winfleet::desired::model::{Desired, Instance};
 use winfleet::reconcile::{self, Options, report::RoundReport};
-use winfleet::ssh::{KnownHosts, Pool, Settings};
 
 const MS: &str = "machine.openshift.io/v1beta1";
 const MAPI: &str = "openshift-machine-api";
@@ -70,23 +69,6 @@ fn repo(dir: &Path, replicas: i64) -> Desired {
     .unwrap();
     let loaded = winfleet::desired::load(&winfleet::source::read_worktree(dir).unwrap(), Default::default());
     loaded.desired.unwrap_or_else(|| panic!("invalid repo: {:#?}", loaded.diagnostics))
-}
-
-fn pool(dir: &Path) -> Pool {
-    let key = dir.join("id");
-    let status = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-N", "", "-t", "ed25519", "-f"])
-        .arg(&key)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    std::fs::write(dir.join("known_hosts"), "").unwrap();
-    let settings = Settings { retries: 0, connect_timeout: Duration::from_secs(2), ..Settings::default() };
-    Pool::new(
-        winfleet::ssh::load_key(&key).unwrap(),
-        KnownHosts::load(&dir.join("known_hosts"), false).unwrap(),
-        settings,
-    )
 }
 
 async fn round(api: &TestApi, desired: &Desired, dry_run: bool) -> RoundReport {

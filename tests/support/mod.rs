@@ -129,6 +129,7 @@ pub mod controlplane;
 pub mod daemon;
 pub mod fleet;
 pub mod fuzz;
+pub mod identity;
 pub mod join;
 pub mod join_payload;
 pub mod kubelet;
