@@ -11,6 +11,12 @@
 //!             render)                             writes)
 //! ```
 //!
+//! The stages, their order and what each must never do are in
+//! docs/ARCHITECTURE.md (tests/architecture.rs keeps the imports to it).
+//!
+//! - [`vocab`] is the vocabulary every stage shares (`Shell`, managed files,
+//!   node paths, the report framing, `Operation`, systemd's formats);
+//!   [`known_hosts`] pins SSH host keys for nodes and Git remotes.
 //! - [`source`] reads a repository's working tree or a committed revision.
 //! - [`desired`] loads, validates (syntax → schema → types → rules) and
 //!   renders every node's [`node::NodeSpec`] and the cluster objects.
