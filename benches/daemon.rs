@@ -37,7 +37,7 @@ use tokio::sync::broadcast;
 use tokio::time::Instant;
 use winfleet::daemon::round::{RoundKind, RoundRecord};
 use winfleet::daemon::source::SourceConfig;
-use winfleet::daemon::webhook::WebhookConfig;
+use winfleet::daemon::triggers::webhook::WebhookConfig;
 use winfleet::daemon::{self, Config, Handle};
 use winfleet::source::transport::GitAuth;
 use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};

@@ -125,8 +125,8 @@ async fn every_kubeconfig_entry_is_merged_as_kubectl_does() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dropped_watch_reconnects_through_faults_and_a_node_added_meanwhile_still_triggers() {
-    use winfleet::daemon::cluster_watch;
-    use winfleet::daemon::trigger::Trigger;
+    use winfleet::daemon::triggers::Trigger;
+    use winfleet::daemon::triggers::cluster_watch;
     let (api, _served, client) = served().await;
     let (triggers, mut received) = tokio::sync::mpsc::unbounded_channel();
     let stop = tokio_util::sync::CancellationToken::new();

@@ -25,10 +25,10 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
+use winfleet::daemon::http::metrics::Metrics;
 use winfleet::daemon::http::{HttpState, OPENMETRICS_CONTENT_TYPE, ops_router, serve, webhook_router};
-use winfleet::daemon::metrics::Metrics;
-use winfleet::daemon::trigger::Trigger;
-use winfleet::daemon::webhook::{MAX_BODY_BYTES, WebhookConfig};
+use winfleet::daemon::triggers::Trigger;
+use winfleet::daemon::triggers::webhook::{MAX_BODY_BYTES, WebhookConfig};
 
 const SECRET: &[u8] = b"fleet-webhook-secret";
 const MAIN_PUSH: &[u8] = br#"{"ref":"refs/heads/main","after":"4b825dc6"}"#;

@@ -18,10 +18,10 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use winfleet::daemon::http::metrics::Metrics;
 use winfleet::daemon::http::{HttpState, Limits, ops_router, serve_with, webhook_router};
-use winfleet::daemon::metrics::Metrics;
-use winfleet::daemon::trigger::Trigger;
-use winfleet::daemon::webhook::WebhookConfig;
+use winfleet::daemon::triggers::Trigger;
+use winfleet::daemon::triggers::webhook::WebhookConfig;
 
 const SECRET: &[u8] = b"fleet-webhook-secret";
 const MAIN_PUSH: &[u8] = br#"{"ref":"refs/heads/main","after":"4b825dc6"}"#;

@@ -14,7 +14,7 @@ use support::daemon::*;
 use support::fleet::TestFleet;
 use support::remote::Remote;
 use winfleet::cluster::connect::Cluster;
-use winfleet::daemon::lease::{LeaseConfig, WEBHOOK_ANNOTATION};
+use winfleet::daemon::leadership::lease::{LeaseConfig, WEBHOOK_ANNOTATION};
 use winfleet::daemon::round::{RoundKind, RoundRecord};
 use winfleet::daemon::{self, Config, Handle};
 
@@ -136,7 +136,7 @@ async fn a_follower_that_cannot_reach_the_leader_still_accepts_and_the_leader_po
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_suspension_sent_to_the_follower_holds_on_the_leader_and_survives_the_handover() {
-    use winfleet::daemon::suspend::{ANNOTATION, ControlToken};
+    use winfleet::daemon::leadership::suspend::{ANNOTATION, ControlToken};
     let fleet = TestFleet::start(1);
     let remote = remote(&fleet, "");
     let api = ApiServer::new();
@@ -195,8 +195,8 @@ async fn a_suspension_sent_to_the_follower_holds_on_the_leader_and_survives_the_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_23_a_follower_never_acts_on_a_forwarded_request_and_names_the_leader() {
-    use winfleet::daemon::forward::FORWARDED_HEADER;
-    use winfleet::daemon::suspend::{ANNOTATION, ControlToken};
+    use winfleet::daemon::leadership::forward::FORWARDED_HEADER;
+    use winfleet::daemon::leadership::suspend::{ANNOTATION, ControlToken};
     let fleet = TestFleet::start(1);
     let remote = remote(&fleet, "");
     let api = ApiServer::new();

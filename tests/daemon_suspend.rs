@@ -11,8 +11,8 @@ use std::time::Duration;
 use support::daemon::*;
 use support::fleet::TestFleet;
 use support::remote::Remote;
+use winfleet::daemon::leadership::suspend::ControlToken;
 use winfleet::daemon::round::{RoundKind, RoundRecord};
-use winfleet::daemon::suspend::ControlToken;
 use winfleet::daemon::{Config, Handle};
 
 const TOKEN: &str = "control-token-for-tests";

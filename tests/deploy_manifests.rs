@@ -17,8 +17,8 @@ mod support;
 use std::process::Command;
 
 use serde_json::{Value, json};
-use winfleet::daemon::git_sync::parse_signal;
-use winfleet::daemon::lease::DEFAULT_NAME as LEASE_NAME;
+use winfleet::daemon::leadership::lease::DEFAULT_NAME as LEASE_NAME;
+use winfleet::daemon::triggers::git_sync::parse_signal;
 
 /// The objects of one rendered kustomization, or `None` when kubectl is
 /// absent here (and not required).

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep, timeout};
 use tokio_util::sync::CancellationToken;
-use winfleet::daemon::lease::{self, DEFAULT_NAME, LeaseConfig};
+use winfleet::daemon::leadership::lease::{self, DEFAULT_NAME, LeaseConfig};
 
 const NS: &str = "winfleet";
 const COORDINATION: &str = "coordination.k8s.io/v1";

@@ -17,8 +17,8 @@ use kube::api::{Api, PostParams};
 use support::apiserver::{ApiServer, fixtures};
 use support::controlplane::ControlPlane;
 use tokio::sync::mpsc::UnboundedReceiver;
-use winfleet::daemon::cluster_watch;
-use winfleet::daemon::trigger::Trigger;
+use winfleet::daemon::triggers::Trigger;
+use winfleet::daemon::triggers::cluster_watch;
 
 const WINDOWS: [(&str, &str); 1] = [("kubernetes.io/os", "windows")];
 

@@ -126,8 +126,8 @@ fn denied(message: &str) -> Option<(&str, &str)> {
     (!verb.contains(' ')).then_some((verb, resource))
 }
 
-/// The plain sentence: "<class>: cannot <verb> <resource> [<object>]:
-/// <advice> (<code> <reason>: <the API server's message>)".
+/// The plain sentence: `<class>: cannot <verb> <resource> [<object>]:
+/// <advice> (<code> <reason>: <the API server's message>)`.
 pub fn sentence(answer: &Answer<'_>, request: Option<&Request<'_>>) -> String {
     let class = classify(answer.code, answer.reason);
     let (verb, resource, object) = match request {

@@ -4,36 +4,27 @@
 //! source → desired → observe → plan → apply → report. Every trigger (poll
 //! timer, webhook, file watch, drift timer, cluster watch, per-node retry)
 //! feeds one channel; whatever arrives during a round becomes exactly one
-//! follow-up round ([`schedule`]).
+//! follow-up round ([`triggers::schedule`]).
 //!
-//! - [`schedule`]: timers, coalescing, per-node back-off (pure).
-//! - [`scope`]: which instances a round without a new commit covers (pure).
-//! - [`round`]: what one unit of work does (a new commit, a drift check,
-//!   a retry) and the record it leaves.
-//! - [`report`]: the status files written back to Git after each round.
+//! By responsibility, each readable alone:
+//! - [`round`]: what one unit of work does (a new commit, a drift check, a
+//!   retry), which instances it covers ([`round::scope`], pure), the
+//!   signature check of a new head, and the record it leaves.
+//! - [`triggers`]: what wakes the loop: the schedule (timers, coalescing,
+//!   per-node back-off; pure), webhooks, the file watch, the cluster watch,
+//!   and the git-sync nudge.
+//! - [`leadership`]: leader election on a Lease (only the leader
+//!   reconciles), the hand-over of webhooks to the leader, suspension.
+//! - [`http`]: the operator-facing endpoints, within limits, and the metrics.
+//! - [`report`]: the status files published to Git after each round.
 //! - [`source`]: the remote or checkout the revisions come from.
-//! - [`http`], [`webhook`], [`metrics`]: the operator-facing endpoints;
-//!   [`forward`] hands a follower's webhooks to the leader;
-//!   [`git_sync`]: a verified push wakes the git-sync sidecar.
-//! - [`lease`]: leader election; only the leader reconciles.
-//! - [`fs_watch`], [`cluster_watch`]: triggers from outside.
 
-pub mod cluster_watch;
-pub mod forward;
-pub mod fs_watch;
-pub mod git_sync;
 pub mod http;
-pub mod lease;
-pub mod metrics;
-mod payload;
+pub mod leadership;
 pub mod report;
 pub mod round;
-pub mod schedule;
-pub mod scope;
 pub mod source;
-pub mod suspend;
-pub mod trigger;
-pub mod webhook;
+pub mod triggers;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -49,11 +40,11 @@ use crate::cluster::connect::Cluster;
 use crate::render::pull_secret::PullSecret;
 use crate::source::transport::GitAuth;
 use crate::ssh::Pool;
-use metrics::Metrics;
+use http::metrics::Metrics;
 use round::{Daemon, RoundRecord};
-use schedule::Schedule;
 use source::{Source, SourceConfig};
-use trigger::Trigger;
+use triggers::Trigger;
+use triggers::schedule::Schedule;
 
 /// Everything `winfleet run` is told.
 #[derive(Debug)]
@@ -85,11 +76,11 @@ pub struct Config {
     /// Where /healthz, /readyz and /metrics are served.
     pub metrics_addr: Option<SocketAddr>,
     /// Where the webhook is served, and its verification.
-    pub webhook: Option<(SocketAddr, webhook::WebhookConfig)>,
+    pub webhook: Option<(SocketAddr, triggers::webhook::WebhookConfig)>,
     /// The git-sync sidecar a verified push signals (`--repo-path` mode).
-    pub git_sync: Option<git_sync::GitSyncSignal>,
+    pub git_sync: Option<triggers::git_sync::GitSyncSignal>,
     /// Leader election (needs a cluster).
-    pub leader_election: Option<lease::LeaseConfig>,
+    pub leader_election: Option<leadership::lease::LeaseConfig>,
     /// Watch the cluster for new Windows Nodes and Machines.
     pub watch_cluster: bool,
     /// Seed of the jitter (timers and back-off).
@@ -99,7 +90,7 @@ pub struct Config {
     /// How joins of new nodes run.
     pub join: crate::cluster::join::JoinOptions,
     /// The bearer token of `POST /suspend` and `POST /resume`; None turns them off.
-    pub control_token: Option<suspend::ControlToken>,
+    pub control_token: Option<leadership::suspend::ControlToken>,
     /// The directory of the repository that holds the configuration
     /// (`--path`; the root when None).
     pub path: Option<String>,
@@ -165,15 +156,15 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
     };
     // With leader election the Lease keeps the suspension; without, a file.
     let suspension = match (&config.leader_election, &cluster) {
-        (Some(_), Some(_)) => suspend::Suspension::new(),
-        _ => suspend::Suspension::persisted(&config.cache_dir.join("suspended")),
+        (Some(_), Some(_)) => leadership::suspend::Suspension::new(),
+        _ => leadership::suspend::Suspension::persisted(&config.cache_dir.join("suspended")),
     };
     let elected = match (&config.leader_election, &cluster) {
         (Some(lease_config), Some(cluster)) => {
             let mut lease_config = lease_config.clone();
             let pod_ip = std::env::var("POD_IP").ok();
             lease_config.advertise = webhook_listener.as_ref().and_then(|(_, bound)| {
-                forward::advertise(lease_config.advertise.as_deref(), *bound, pod_ip.as_deref())
+                leadership::forward::advertise(lease_config.advertise.as_deref(), *bound, pod_ip.as_deref())
             });
             if webhook_listener.is_some() && lease_config.advertise.is_none() {
                 tracing::warn!(
@@ -182,17 +173,21 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
             }
             let identity = lease_config.identity.clone();
             let own = lease_config.advertise.clone();
-            let elected =
-                lease::spawn_with(cluster.client.clone(), lease_config, lease_stop.clone(), Some(suspension.clone()));
+            let elected = leadership::lease::spawn_with(
+                cluster.client.clone(),
+                lease_config,
+                lease_stop.clone(),
+                Some(suspension.clone()),
+            );
             Some((elected, identity, own))
         }
         _ => None,
     };
     let forward = elected.as_ref().map(|(e, identity, own)| {
-        forward::Forwarder::new(e.leading.clone(), e.leader_webhook.clone(), own.clone(), identity.clone())
+        leadership::forward::Forwarder::new(e.leading.clone(), e.leader_webhook.clone(), own.clone(), identity.clone())
     });
     let git_sync = config.git_sync.clone().map(Arc::new);
-    let state = |webhook: Option<Arc<webhook::WebhookConfig>>| http::HttpState {
+    let state = |webhook: Option<Arc<triggers::webhook::WebhookConfig>>| http::HttpState {
         metrics: Arc::clone(&metrics),
         ready: Arc::clone(&ready),
         triggers: triggers.clone(),
@@ -214,11 +209,13 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
     };
     let watcher = match source.watch_paths() {
         paths if paths.is_empty() => None,
-        paths => Some(fs_watch::watch(&paths, triggers.clone()).map_err(|e| DaemonError::Watch(e.to_string()))?),
+        paths => {
+            Some(triggers::fs_watch::watch(&paths, triggers.clone()).map_err(|e| DaemonError::Watch(e.to_string()))?)
+        }
     };
     let leader = elected.map(|(e, ..)| (e.leading, e.task));
     if let (true, Some(cluster)) = (config.watch_cluster, &cluster) {
-        tokio::spawn(cluster_watch::run(cluster.client.clone(), triggers.clone(), shutdown.child_token()));
+        tokio::spawn(triggers::cluster_watch::run(cluster.client.clone(), triggers.clone(), shutdown.child_token()));
     }
     let shutdown_loop = shutdown.clone();
     let sender = triggers.clone();
@@ -246,7 +243,7 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
 /// Where triggers arrive, and what keeps their sources alive.
 struct Triggers {
     receiver: mpsc::UnboundedReceiver<Trigger>,
-    _sender: trigger::TriggerSender,
+    _sender: triggers::TriggerSender,
     _watcher: Option<notify::RecommendedWatcher>,
 }
 

@@ -11,7 +11,8 @@
 //!   the tests.
 //! - [`powershell`]: Windows PowerShell 5.1 on the nodes' default cmd.exe
 //!   shell; covered by golden files.
-//! - [`systemd`]: the posix environment drop-in.
+//! - systemd's formats (units, the posix environment drop-in) are in
+//!   [`crate::vocab::systemd`].
 
 pub mod posix;
 pub mod posix_lifecycle;

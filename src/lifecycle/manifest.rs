@@ -1,7 +1,7 @@
 //! The services manifest in force, validated (see [`rules::services`]),
 //! and the JSONPath templates its node variables use.
 //!
-//! [`rules::services`]: super::rules::services
+//! [`rules::services`]: crate::desired::rules::services
 
 use serde_json::Value;
 

@@ -3,7 +3,7 @@
 //! pool that keeps one connection per node for reuse within a round and
 //! across rounds.
 //!
-//! - [`known_hosts`]: host key pinning and trust-on-first-use.
+//! - host key pinning and trust-on-first-use are [`crate::known_hosts`].
 //! - [`session`]: one authenticated connection; runs a [`Script`].
 //!
 //! [`Script`]: crate::dialect::Script

@@ -1,5 +1,5 @@
 //! The framing of what node scripts print: NUL-terminated UTF-8 tokens
-//! after a start marker and a format version ([`Tokens`]), why a report
+//! after a start marker and a format version (`Tokens`), why a report
 //! could not be read ([`ReportError`]), and a service's state as the
 //! dialects print it ([`ServiceState`]). Pure.
 

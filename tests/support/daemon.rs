@@ -11,7 +11,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::broadcast;
 use winfleet::daemon::round::RoundRecord;
 use winfleet::daemon::source::SourceConfig;
-use winfleet::daemon::webhook::WebhookConfig;
+use winfleet::daemon::triggers::webhook::WebhookConfig;
 use winfleet::daemon::{self, Config, Handle};
 use winfleet::source::transport::GitAuth;
 use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};

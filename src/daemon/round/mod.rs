@@ -12,14 +12,16 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::Config;
-use super::metrics::Metrics;
-use super::payload::PayloadCache;
 use super::report::StatusWriter;
-use super::schedule::{Schedule, Work};
-use super::scope::{self, NodesScope};
 use super::source::{GIT_TIMEOUT, Source, SourceFailure, short};
+use crate::daemon::http::metrics::Metrics;
+use crate::daemon::round::payload::PayloadCache;
+use crate::daemon::round::scope::NodesScope;
+use crate::daemon::triggers::schedule::{Schedule, Work};
 
+mod payload;
 mod record;
+pub mod scope;
 mod verify;
 use crate::cluster::connect::Cluster;
 use crate::cluster::join::JoinOptions;
@@ -93,7 +95,7 @@ pub struct Daemon {
     /// checked (`--verify-since`, the status branch); None until then.
     verified_since: Option<String>,
     status: StatusWriter,
-    suspension: super::suspend::Suspension,
+    suspension: crate::daemon::leadership::suspend::Suspension,
     /// The payload last read from `--payload-dir`.
     payload: PayloadCache,
 }
@@ -136,17 +138,17 @@ impl Daemon {
             verified_since: None,
             status,
             payload,
-            suspension: super::suspend::Suspension::new(),
+            suspension: crate::daemon::leadership::suspend::Suspension::new(),
         }
     }
 
     /// The out-of-band suspension this daemon follows.
-    pub(crate) fn suspension(&self) -> &super::suspend::Suspension {
+    pub(crate) fn suspension(&self) -> &crate::daemon::leadership::suspend::Suspension {
         &self.suspension
     }
 
     /// Follows this out-of-band suspension (`winfleet suspend`).
-    pub fn with_suspension(mut self, suspension: super::suspend::Suspension) -> Self {
+    pub fn with_suspension(mut self, suspension: crate::daemon::leadership::suspend::Suspension) -> Self {
         self.suspension = suspension;
         self
     }

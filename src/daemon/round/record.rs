@@ -8,10 +8,10 @@ use std::sync::Arc;
 
 use tokio::time::Instant;
 
-use super::super::schedule::{Schedule, Work, node_outcomes};
 use super::{Applied, Daemon, RoundKind, RoundRecord};
 use crate::cluster::rollout::{RebootResult, RebootStage};
 use crate::daemon::source::short;
+use crate::daemon::triggers::schedule::{Schedule, Work, node_outcomes};
 use crate::desired::kinds::fleet::DriftMode;
 use crate::desired::model::FleetSettings;
 use crate::engine::report::NodeResult;

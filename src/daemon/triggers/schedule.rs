@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::trigger::Trigger;
+use crate::daemon::triggers::Trigger;
 use crate::reconcile::report::RoundReport;
 use crate::status::model::ErrorClass;
 use crate::status::verdict::{self, Context};

@@ -44,7 +44,7 @@ use tracing::{debug, info, warn};
 
 mod spec;
 
-use super::suspend::{ANNOTATION as SUSPENDED, Suspension};
+use crate::daemon::leadership::suspend::{ANNOTATION as SUSPENDED, Suspension};
 
 use spec::{Timing, Verdict, claim, decide, expired, holder, released, timing};
 

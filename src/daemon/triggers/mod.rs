@@ -3,6 +3,12 @@
 //! one channel; the loop coalesces whatever arrives during a round into one
 //! follow-up round.
 
+pub mod cluster_watch;
+pub mod fs_watch;
+pub mod git_sync;
+pub mod schedule;
+pub mod webhook;
+
 use tokio::time::Instant;
 
 /// One reason to run a round.

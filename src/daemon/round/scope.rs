@@ -1,10 +1,10 @@
 //! Which instances a round without a new commit covers: pure decisions on
 //! the pending work and the revision in force (the round itself is in
-//! [`super::round`]).
+//! [`crate::daemon::round`]).
 
 use std::collections::BTreeSet;
 
-use super::schedule::Work;
+use crate::daemon::triggers::schedule::Work;
 use crate::desired::kinds::fleet::DriftMode;
 use crate::desired::model::{Desired, Instance};
 

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use notify::{EventKind, RecommendedWatcher, RecursiveMode, Watcher};
 
-use super::trigger::{Trigger, TriggerSender};
+use crate::daemon::triggers::{Trigger, TriggerSender};
 
 /// Starts watching; the watch lasts as long as the returned watcher lives.
 pub fn watch(paths: &[PathBuf], triggers: TriggerSender) -> notify::Result<RecommendedWatcher> {

@@ -17,10 +17,10 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use tokio_util::sync::CancellationToken;
 
-use super::trigger::{Trigger, TriggerSender};
 use crate::cluster::MACHINE_API_NAMESPACE;
 use crate::cluster::csr::{CLIENT_SIGNER, SERVING_SIGNER};
 use crate::cluster::observe::{WINDOWS_MACHINES, WINDOWS_NODES, machine_resource};
+use crate::daemon::triggers::{Trigger, TriggerSender};
 
 /// Watches Windows Nodes and Machines until `shutdown`.
 pub async fn run(client: Client, triggers: TriggerSender, shutdown: CancellationToken) {

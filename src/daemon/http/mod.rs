@@ -7,7 +7,7 @@
 //! decides nothing about the request's authenticity ([`webhook::verify`]
 //! does) and never runs a round itself: it only sends a trigger down the
 //! daemon's channel (and, in the git-sync layout, wakes git-sync:
-//! [`git_sync`](super::git_sync)). Both are served within [`Limits`]
+//! [`git_sync`](crate::daemon::triggers::git_sync)). Both are served within [`Limits`]
 //! (`serve`: a connection limit, header-read, request and idle timeouts).
 
 use std::sync::Arc;
@@ -23,13 +23,14 @@ use axum::routing::{get, post};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-use super::forward::{Forwarder, Route};
-use super::git_sync::GitSyncSignal;
-use super::metrics::Metrics;
-use super::suspend::{ControlToken, Suspension};
-use super::trigger::{Trigger, TriggerSender};
-use super::webhook::{self, MAX_BODY_BYTES, Verdict, WebhookConfig};
+use crate::daemon::http::metrics::Metrics;
+use crate::daemon::leadership::forward::{Forwarder, Route};
+use crate::daemon::leadership::suspend::{ControlToken, Suspension};
+use crate::daemon::triggers::git_sync::GitSyncSignal;
+use crate::daemon::triggers::webhook::{self, MAX_BODY_BYTES, Verdict, WebhookConfig};
+use crate::daemon::triggers::{Trigger, TriggerSender};
 
+pub mod metrics;
 mod serve;
 
 pub use serve::Limits;
@@ -68,7 +69,7 @@ pub fn ops_router(state: HttpState) -> Router {
 }
 
 /// `POST /webhook` (and `POST /`), with bodies limited to 1 MiB; and
-/// `POST /suspend`, `POST /resume` (see [`super::suspend`]), on this port
+/// `POST /suspend`, `POST /resume` (see [`crate::daemon::leadership::suspend`]), on this port
 /// because the replicas reach each other's here.
 pub fn webhook_router(state: HttpState) -> Router {
     Router::new()
