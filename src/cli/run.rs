@@ -7,11 +7,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use winfleet::daemon::git_sync::{self, GitSyncSignal};
-use winfleet::daemon::lease::{self, LeaseConfig};
+use winfleet::daemon::leadership::lease::{self, LeaseConfig};
+use winfleet::daemon::leadership::suspend::ControlToken;
 use winfleet::daemon::source::SourceConfig;
-use winfleet::daemon::suspend::ControlToken;
-use winfleet::daemon::webhook::WebhookConfig;
+use winfleet::daemon::triggers::git_sync::{self, GitSyncSignal};
+use winfleet::daemon::triggers::webhook::WebhookConfig;
 use winfleet::daemon::{self, Config};
 
 use super::{GitArgs, RoundArgs, live, load};
