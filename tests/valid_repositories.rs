@@ -6,7 +6,8 @@ mod support;
 
 use std::path::PathBuf;
 
-use winfleet::desired::{LoadOptions, kinds, load, schema, type_check, yaml};
+use winfleet::desired::typed::type_check;
+use winfleet::desired::{LoadOptions, kinds, load, schema, yaml};
 use winfleet::plan::offline;
 use winfleet::source::read_worktree;
 

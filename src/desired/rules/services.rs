@@ -159,7 +159,7 @@ fn parse<T: DeserializeOwned>(doc: &Doc<ServicesConfigMap>, key: &str, diagnosti
             let inner = e.into_inner();
             // serde_json ends its message with the position; it is said once.
             let text = inner.to_string();
-            let text = crate::desired::plain(text.rsplit_once(" at line ").map_or(text.as_str(), |(m, _)| m));
+            let text = crate::desired::typed::plain(text.rsplit_once(" at line ").map_or(text.as_str(), |(m, _)| m));
             let message = if path.is_empty() || path == "." {
                 format!("{key}: invalid JSON at line {} column {}: {text}", inner.line(), inner.column())
             } else {
