@@ -3,7 +3,8 @@
 
 use super::facts::Definition;
 use super::facts::Leftover;
-use super::{GeneratedFile, NodeFile, ServiceSpec};
+use super::service::ServiceSpec;
+use super::{GeneratedFile, NodeFile};
 use crate::vocab::operation::Operation;
 
 /// One lifecycle change.

@@ -27,17 +27,19 @@ pub mod plan;
 pub mod record;
 mod removal;
 pub mod resolve;
+pub mod service;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::lifecycle::manifest::{NodeVariable, ServiceDef, ServicesManifest};
+use crate::lifecycle::manifest::ServicesManifest;
 use crate::payload::Payload;
 use crate::payload::layout::{WINDOWS_K_DIR, WINDOWS_TEMP_DIR, parents, payload_node_path};
 use crate::vocab::Shell;
 use crate::vocab::file::{ManagedFile, node_path};
 use material::ClusterMaterial;
+use service::ServiceSpec;
 
 /// WMCO's annotation of the version that fully configured a node
 /// (WMCO-SPEC 4.1); winfleet writes its own desired version there.
@@ -123,80 +125,6 @@ pub struct GeneratedFile {
     pub path: String,
     /// Content.
     pub file: ManagedFile,
-}
-
-/// One service of the manifest.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceSpec {
-    /// Service name.
-    pub name: String,
-    /// Command line with its variable names.
-    pub command: String,
-    /// Variables taken from the Node object.
-    pub node_variables: Vec<NodeVariable>,
-    /// Scripts run before the service starts; those with a variable give
-    /// its value (run during observation: they must not change the node).
-    pub pre_scripts: Vec<crate::lifecycle::manifest::PreScript>,
-    /// Services it depends on.
-    pub dependencies: Vec<String>,
-    /// Started before the Node exists.
-    pub bootstrap: bool,
-    /// Start order.
-    pub priority: u32,
-}
-
-impl ServiceSpec {
-    /// Whether the service needs the Node (node variables, or pre-scripts
-    /// with node arguments).
-    pub fn needs_node(&self) -> bool {
-        !self.node_variables.is_empty() || self.pre_scripts.iter().any(|p| !p.node_args.is_empty())
-    }
-
-    /// What the service writes itself that winfleet removes when the node
-    /// leaves: the files named by `--kubeconfig` (the kubelet's client
-    /// credentials) and the directories named by `--cert-dir` (the
-    /// kubelet's certificates: only its `kubelet-*.pem` files go). Recorded
-    /// with the service, so a later manifest cannot forget them.
-    pub fn state(&self) -> (Vec<&str>, Vec<&str>) {
-        let (mut files, mut cert_dirs) = (Vec::new(), Vec::new());
-        let mut words = self.command.split_whitespace();
-        while let Some(word) = words.next() {
-            let (flag, value) = match word.split_once('=') {
-                Some((f, v)) => (f, Some(v)),
-                None => (word, None),
-            };
-            let out = match flag {
-                "--kubeconfig" => &mut files,
-                "--cert-dir" => &mut cert_dirs,
-                _ => continue,
-            };
-            let value = value.or_else(|| words.next()).unwrap_or_default();
-            let value = value.trim_matches(['"', '\'']).trim_end_matches(['\\', '/']);
-            if !value.is_empty() && !out.contains(&value) {
-                out.push(value);
-            }
-        }
-        (files, cert_dirs)
-    }
-
-    /// The description it carries on nodes.
-    pub fn description(&self) -> String {
-        format!("{DESCRIPTION_PREFIX} {}", self.name)
-    }
-}
-
-impl From<&ServiceDef> for ServiceSpec {
-    fn from(def: &ServiceDef) -> Self {
-        Self {
-            name: def.name.clone(),
-            command: def.command.clone(),
-            node_variables: def.node_variables.clone(),
-            pre_scripts: def.pre_scripts.clone(),
-            dependencies: def.dependencies.clone(),
-            bootstrap: def.bootstrap,
-            priority: def.priority,
-        }
-    }
 }
 
 /// The desired version: the payload digest and the services manifest,
@@ -427,7 +355,7 @@ pub(crate) mod tests_support {
     //! Specs for the lifecycle's unit tests.
 
     use super::*;
-    use crate::lifecycle::manifest::{NodeJsonPath, PreScript};
+    use crate::lifecycle::manifest::{NodeJsonPath, NodeVariable, PreScript, ServiceDef};
 
     /// A posix spec with a bootstrap kubelet (a NODE_IP pre-script) and a
     /// hybrid-overlay-node that needs the Node.

@@ -20,7 +20,8 @@ use super::facts::LifecycleFacts;
 use super::leftover::removals;
 use super::removal::{deconfigure, stale};
 use super::resolve::{self, same_definition};
-use super::{LifecycleSpec, Mode, NodeFile, ServiceSpec};
+use super::service::ServiceSpec;
+use super::{LifecycleSpec, Mode, NodeFile};
 use crate::vocab::Shell;
 use crate::vocab::report::ServiceState;
 

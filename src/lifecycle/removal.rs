@@ -7,7 +7,8 @@ use std::collections::BTreeSet;
 use super::change::{LifecycleChange, LifecyclePlan};
 use super::facts::{FileFact, LifecycleFacts};
 use super::leftover::removals;
-use super::{LifecycleSpec, Mode, ServiceSpec};
+use super::service::ServiceSpec;
+use super::{LifecycleSpec, Mode};
 use crate::vocab::Shell;
 use crate::vocab::report::ServiceState;
 

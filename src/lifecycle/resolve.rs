@@ -14,8 +14,8 @@ use std::fmt::Write;
 
 use serde_json::Value;
 
-use super::ServiceSpec;
 use super::facts::{Definition, LifecycleFacts};
+use super::service::ServiceSpec;
 use crate::diagnostic::shown;
 use crate::lifecycle::manifest::{NodeVariable, PreScript};
 use crate::vocab::Shell;
