@@ -14,15 +14,15 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 use std::sync::Arc;
 
+use support::daemon::pool;
+use support::fleet::operation_lines;
 use support::fleet::{TestFleet, TestNode};
 use winfleet::desired::model::Instance;
-use winfleet::engine::report::{NodeReport, NodeResult};
 use winfleet::engine::{self, NodeContext};
 use winfleet::lifecycle::manifest::{PreScript, ServiceDef, ServicesManifest};
 use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, Mode, PayloadState};
 use winfleet::node::NodeSpec;
 use winfleet::payload::Payload;
-use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
 use winfleet::vocab::Shell;
 
 fn payload_dir(root: &Path) -> std::path::PathBuf {
@@ -72,42 +72,11 @@ fn instance(fleet: &TestFleet, payload: &PayloadState, leaving: bool) -> Instanc
     spec.registries_dir = "certs.d".into();
     spec.leaving = leaving;
     spec.lifecycle = Some(Arc::new(lifecycle));
-    let node = &fleet.nodes[0];
-    Instance {
-        address: node.address.clone(),
-        username: fleet.user.clone(),
-        port: node.port,
-        shell: Shell::Posix,
-        labels: Default::default(),
-        annotations: Default::default(),
-        taints: Vec::new(),
-        origin: "test".into(),
-        spec: Arc::new(spec),
-    }
-}
-
-fn pool(fleet: &TestFleet) -> Pool {
-    Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), Settings::default())
+    support::fleet::instance_of(fleet, spec)
 }
 
 /// A systemctl that only records what it is asked.
 const SYSTEMCTL: &str = "#!/bin/sh\necho \"$*\" >> \"$HOME/../systemctl.log\"\n[ \"$1\" = is-active ] && { shift; for u in \"$@\"; do [ \"$u\" = -- ] || echo inactive; done; exit 3; }\nexit 0\n";
-
-fn operations(report: &NodeReport) -> Vec<String> {
-    match &report.result {
-        NodeResult::Done { operations, .. } => operations
-            .iter()
-            .map(|o| {
-                format!(
-                    "{}: {}",
-                    o.operation.headline(),
-                    o.outcome.as_ref().map_or("planned".into(), |x| x.to_string())
-                )
-            })
-            .collect(),
-        other => panic!("node did not finish: {other:?}"),
-    }
-}
 
 /// The node's user owns `rel` and the directories leading to it, as if
 /// the node had made them (the tests run as another user).
@@ -164,12 +133,12 @@ fn issue_23_the_next_round_removes_a_crashs_staging_leftovers_and_nothing_else()
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let prepare = NodeContext { mode: Some(Mode::Prepare), ..NodeContext::default() };
     let first = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
-    assert!(operations(&first).iter().all(|o| o.ends_with(": applied")), "{:#?}", operations(&first));
+    assert!(operation_lines(&first).iter().all(|o| o.ends_with(": applied")), "{:#?}", operation_lines(&first));
 
     crash(node);
     let before = without_leftovers(node.files());
     let second = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
-    let mut ops = operations(&second);
+    let mut ops = operation_lines(&second);
     ops.sort();
     assert_eq!(
         ops,
@@ -187,7 +156,7 @@ fn issue_23_the_next_round_removes_a_crashs_staging_leftovers_and_nothing_else()
     assert_eq!(second.lifecycle.as_ref().unwrap().uploaded_bytes, 0, "nothing was uploaded again");
 
     let third = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
-    assert_eq!(operations(&third), Vec::<String>::new(), "the round after writes nothing");
+    assert_eq!(operation_lines(&third), Vec::<String>::new(), "the round after writes nothing");
 }
 
 #[test]
@@ -207,7 +176,7 @@ fn issue_23_a_staging_directory_an_upload_uses_this_round_is_left_to_the_next_ro
     write(node, "payload/.winfleet-staging/old-name", "partial");
     write(node, "payload/hon", "corrupted");
     let second = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
-    let ops = operations(&second);
+    let ops = operation_lines(&second);
     assert_eq!(ops.len(), 1, "the upload only: {ops:#?}");
     assert!(ops[0].starts_with("~ payload/hon (upload hon, 293.0 KiB): applied"), "{ops:#?}");
     assert_eq!(fs::read(node.path("payload/hon")).unwrap(), vec![7u8; 300_000]);
@@ -215,7 +184,7 @@ fn issue_23_a_staging_directory_an_upload_uses_this_round_is_left_to_the_next_ro
 
     let third = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
     assert_eq!(
-        operations(&third),
+        operation_lines(&third),
         vec!["- payload/.winfleet-staging/ (staging left by an interrupted upload): applied"],
         "the next round removes it"
     );
@@ -242,7 +211,7 @@ fn issue_23_deconfigure_removes_the_leftovers_in_recorded_directories_so_they_ca
     assert!(leaving.spec.lifecycle.as_ref().unwrap().files.is_empty(), "the spec names no payload file");
     let deconfigure = NodeContext { mode: Some(Mode::Deconfigure), ..NodeContext::default() };
     let report = runtime.block_on(engine::node(&pool, &leaving, false, &deconfigure));
-    let ops = operations(&report);
+    let ops = operation_lines(&report);
     assert!(ops.iter().all(|o| o.ends_with(": applied") || o.ends_with(": unchanged")), "{ops:#?}");
     for leftover in LEFTOVERS {
         assert!(!node.path(leftover).exists(), "{leftover} is gone: {ops:#?}");

@@ -11,15 +11,16 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
 
+use support::daemon::pool;
 use support::fleet::TestFleet;
+use support::fleet::operation_lines;
 use winfleet::desired::model::Instance;
-use winfleet::engine::report::{NodeReport, NodeResult};
+use winfleet::engine::report::NodeResult;
 use winfleet::engine::{self, NodeContext};
 use winfleet::lifecycle::manifest::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
 use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, Mode, PayloadState};
 use winfleet::node::NodeSpec;
 use winfleet::payload::Payload;
-use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
 use winfleet::vocab::Shell;
 use winfleet::vocab::operation::Operation;
 
@@ -71,42 +72,11 @@ fn instance(fleet: &TestFleet, payload: &PayloadState) -> Instance {
     let mut spec = NodeSpec::empty(Shell::Posix);
     spec.registries_dir = "certs.d".into();
     spec.lifecycle = Some(Arc::new(lifecycle));
-    let node = &fleet.nodes[0];
-    Instance {
-        address: node.address.clone(),
-        username: fleet.user.clone(),
-        port: node.port,
-        shell: Shell::Posix,
-        labels: Default::default(),
-        annotations: Default::default(),
-        taints: Vec::new(),
-        origin: "test".into(),
-        spec: Arc::new(spec),
-    }
-}
-
-fn pool(fleet: &TestFleet) -> Pool {
-    Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), Settings::default())
+    support::fleet::instance_of(fleet, spec)
 }
 
 /// A systemctl that only records what it is asked.
 const SYSTEMCTL: &str = "#!/bin/sh\necho \"$*\" >> \"$HOME/../systemctl.log\"\n[ \"$1\" = is-active ] && { shift; for u in \"$@\"; do [ \"$u\" = -- ] || echo inactive; done; exit 3; }\nexit 0\n";
-
-fn operations(report: &NodeReport) -> Vec<String> {
-    match &report.result {
-        NodeResult::Done { operations, .. } => operations
-            .iter()
-            .map(|o| {
-                format!(
-                    "{}: {}",
-                    o.operation.headline(),
-                    o.outcome.as_ref().map_or("planned".into(), |x| x.to_string())
-                )
-            })
-            .collect(),
-        other => panic!("node did not finish: {other:?}"),
-    }
-}
 
 #[test]
 fn ssh_only_configure_uploads_the_payload_and_defines_services_then_writes_nothing() {
@@ -120,7 +90,7 @@ fn ssh_only_configure_uploads_the_payload_and_defines_services_then_writes_nothi
     let runtime = tokio::runtime::Runtime::new().unwrap();
     let prepare = NodeContext { mode: Some(Mode::Prepare), ..NodeContext::default() };
     let first = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
-    let ops = operations(&first);
+    let ops = operation_lines(&first);
     assert!(ops.iter().all(|o| o.ends_with(": applied")), "{ops:#?}");
     assert!(ops.iter().any(|o| o.starts_with("+ payload/kube-node/kubelet (upload kube-node/kubelet")), "{ops:#?}");
     assert!(
@@ -157,12 +127,12 @@ fn ssh_only_configure_uploads_the_payload_and_defines_services_then_writes_nothi
     assert!(log.contains("daemon-reload") && log.contains("enable -- kubelet.service"), "{log}");
 
     let second = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
-    assert_eq!(operations(&second), Vec::<String>::new(), "a second round writes nothing");
+    assert_eq!(operation_lines(&second), Vec::<String>::new(), "a second round writes nothing");
     assert_eq!(second.lifecycle.as_ref().unwrap().uploaded_bytes, 0);
 
     fs::write(node.path("payload/hon"), "corrupted").unwrap();
     let third = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
-    let ops = operations(&third);
+    let ops = operation_lines(&third);
     assert_eq!(ops.len(), 1, "{ops:#?}");
     assert!(ops[0].starts_with("~ payload/hon (upload hon, 293.0 KiB): applied"), "{ops:#?}");
     assert_eq!(fs::read(node.path("payload/hon")).unwrap(), vec![7u8; 300_000]);
