@@ -15,7 +15,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use support::daemon::pool;
-use support::fleet::operation_lines;
+use support::engine::operation_lines;
 use support::fleet::{TestFleet, TestNode};
 use winfleet::desired::model::Instance;
 use winfleet::engine::{self, NodeContext};
@@ -72,7 +72,7 @@ fn instance(fleet: &TestFleet, payload: &PayloadState, leaving: bool) -> Instanc
     spec.registries_dir = "certs.d".into();
     spec.leaving = leaving;
     spec.lifecycle = Some(Arc::new(lifecycle));
-    support::fleet::instance_of(fleet, spec)
+    support::engine::instance_of(fleet, spec)
 }
 
 /// A systemctl that only records what it is asked.

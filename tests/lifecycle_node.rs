@@ -12,8 +12,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use support::daemon::pool;
+use support::engine::operation_lines;
 use support::fleet::TestFleet;
-use support::fleet::operation_lines;
 use winfleet::desired::model::Instance;
 use winfleet::engine::report::NodeResult;
 use winfleet::engine::{self, NodeContext};
@@ -72,7 +72,7 @@ fn instance(fleet: &TestFleet, payload: &PayloadState) -> Instance {
     let mut spec = NodeSpec::empty(Shell::Posix);
     spec.registries_dir = "certs.d".into();
     spec.lifecycle = Some(Arc::new(lifecycle));
-    support::fleet::instance_of(fleet, spec)
+    support::engine::instance_of(fleet, spec)
 }
 
 /// A systemctl that only records what it is asked.

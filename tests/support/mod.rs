@@ -127,6 +127,7 @@ pub mod cluster;
 pub mod containerd;
 pub mod controlplane;
 pub mod daemon;
+pub mod engine;
 pub mod fleet;
 pub mod fuzz;
 pub mod identity;

@@ -168,7 +168,7 @@ impl<'a> Path<'a> {
         if top && !self.windows {
             return Err(format!("{shown} is a top-level directory: {WHY}, one level deeper at least"));
         }
-        if (self.parts.len() == 2 && self.parts[0] == home_parent) || (!self.windows && joined == "/root") {
+        if self.parts.len() == 2 && self.parts[0] == home_parent {
             return Err(format!("{shown} is a user's home directory: {WHY} (a directory inside it, at least)"));
         }
         if system.contains(&joined.as_str()) {
