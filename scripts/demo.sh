@@ -3,9 +3,11 @@
 # plan a pull request against it, as CI would on a real config repository.
 # Then the daemon on a local demo fleet: real sshd nodes, a bare Git remote,
 # a merged change announced by webhook, the files on a node, and the status
-# commits; as root, against a simulated cluster as well. Works on a fresh
-# machine with the Rust toolchain; installs what it needs (git, a C
-# toolchain, OpenSSL headers, OpenSSH server) when missing.
+# commits; as root, against a cluster as well: a real control plane
+# (kube-apiserver, kube-controller-manager, etcd, built with Go) where Go is
+# installed, else a simulated one. Works on a fresh machine with the Rust
+# toolchain; installs what it needs (git, a C toolchain, OpenSSL headers,
+# OpenSSH server) when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -17,10 +19,15 @@ This demo needs:
   - as root, the demo fleet creates an unprivileged login user,
     winfleet-node (shell /bin/sh), and runs its sshd nodes as root, each
     with its own host name and boot id (unshare); the daemon then also
-    works against a SIMULATED cluster (winfleet's in-memory test API
-    server, fake kubelets): joins, Node metadata, MachineSets, safe
-    reboots. As anyone else the nodes run as you, log in as you, and the
-    daemon runs SSH-only.
+    works against a cluster: joins, Node metadata, MachineSets, safe
+    reboots. Where Go (1.26) is installed, the cluster is REAL: etcd,
+    kube-apiserver and kube-controller-manager v1.37.2, built from the
+    Kubernetes Go modules by tests/controlplane (the first build takes 10
+    to 15 minutes on 2 cores; later ones seconds); without Go, or with
+    WINFLEET_DEMO_SIMULATED=1, it is SIMULATED (winfleet's in-memory test
+    API server). Either way each node's kubelet is the tests' fake kubelet.
+    The demo says which it uses. As anyone else the nodes run as you, log
+    in as you, and the daemon runs SSH-only.
 NEEDS
 echo
 

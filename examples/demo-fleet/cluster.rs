@@ -1,56 +1,108 @@
-//! The demo's cluster side, simulated and labelled so: winfleet's in-memory
-//! Kubernetes API server (the one its tests use, tests/support/apiserver)
-//! served on loopback, seeded with what a join reads, and a payload whose
-//! kubelet is the tests' fake kubelet (tests/support/kubelet.rs), run by
-//! the systemctl shim on each demo node. The nodes simulate reboots: the
-//! shim stops their services, gives them a new boot id and starts them.
+//! The demo's cluster side. Where Go is installed (the machine kind the
+//! tests run on), a REAL control plane: etcd, kube-apiserver and
+//! kube-controller-manager v1.37.2 built from the Kubernetes Go modules by
+//! tests/controlplane (tests/support/controlplane.rs starts it, seeded as an
+//! OpenShift cluster is: its CRDs, Infrastructure, Network, Proxy, the
+//! kubelet CA, a bootstrap token). Without Go, winfleet's in-memory test API
+//! server (tests/support/apiserver), labelled SIMULATED. Either way each
+//! node's kubelet is the tests' fake kubelet (tests/support/kubelet.rs),
+//! run by the systemctl shim on each demo node: against the real control
+//! plane it bootstraps through a real CSR that kube-controller-manager
+//! signs once winfleet approves it. The nodes simulate reboots: the shim
+//! stops their services, gives them a new boot id and starts them.
+//!
+//! Everything shown is read back through the Kubernetes API, the same way
+//! for both servers.
 
 use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::discovery::{Scope, pinned_kind};
 use serde_json::{Value, json};
 
-use crate::apiserver::{ApiServer, Served, fixtures};
+use crate::controlplane::{self, Backend, TestApi};
 use crate::fleet::TestFleet;
-use crate::join;
+use crate::join_payload;
 
 /// The infrastructure ID examples-repo's MachineSets carry.
 const INFRASTRUCTURE: &str = "prod-7xk2p";
 
-pub struct SimulatedCluster {
-    pub server: ApiServer,
-    pub served: Served,
+pub struct DemoCluster {
+    pub api: TestApi,
     pub payload: PathBuf,
     pub digest: String,
-    /// Runs the served API; dropped last.
-    _runtime: tokio::runtime::Runtime,
+    /// Runs the API clients (and the in-memory server); dropped last.
+    runtime: tokio::runtime::Runtime,
 }
 
-impl SimulatedCluster {
+impl DemoCluster {
+    /// The real control plane when it can be built here (Go installed),
+    /// else the in-memory one; says which and why.
     pub fn start(fleet: &TestFleet) -> Self {
-        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
-        let server = ApiServer::new();
-        let served = runtime.block_on(server.serve());
-        let ca = server.ca_pem();
-        server.seed(fixtures::bootstrap_secret(join::TOKEN, &ca));
-        let mut infrastructure = fixtures::infrastructure(&served.url);
-        infrastructure["status"]["infrastructureName"] = json!(INFRASTRUCTURE);
-        server.seed(infrastructure);
-        server.seed(fixtures::network("172.30.0.0/16"));
-        server.seed(fixtures::controller_config(&ca));
-        server.seed(fixtures::proxy_cluster(".cluster.local,10.128.0.0/14"));
-        server.add_token(
-            join::TOKEN,
-            "system:bootstrap:abcdef",
-            &["system:bootstrappers", "system:bootstrappers:worker"],
-        );
+        let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let backend = if std::env::var_os("WINFLEET_DEMO_SIMULATED").is_some() {
+            println!("WINFLEET_DEMO_SIMULATED is set: the cluster is simulated");
+            Backend::InMemory
+        } else {
+            if !controlplane::binary().exists() {
+                println!(
+                    "building the real control plane (Kubernetes {}, tests/controlplane) with Go; \
+                     the first build takes 10 to 15 minutes on 2 cores",
+                    controlplane::KUBERNETES_VERSION
+                );
+            }
+            match controlplane::ensure_built() {
+                Ok(_) => Backend::Real,
+                Err(why) => {
+                    println!("no real control plane here ({why}): the cluster is SIMULATED");
+                    Backend::InMemory
+                }
+            }
+        };
+        let api = runtime.block_on(TestApi::start(backend)).expect("the control plane was built above");
+        let client = api.client();
+        runtime.block_on(async {
+            patch_status(&client, "Infrastructure", json!({"infrastructureName": INFRASTRUCTURE})).await;
+            patch_status(&client, "Proxy", json!({"noProxy": ".cluster.local,10.128.0.0/14"})).await;
+        });
         for node in &fleet.nodes {
             node.install_systemctl("units");
             node.simulate_reboots();
         }
-        let payload = join::payload(fleet.dir());
+        let payload = join_payload::payload(fleet.dir());
         let digest = winfleet::payload::Payload::load(&payload).unwrap().digest;
-        Self { server, served, payload, digest, _runtime: runtime }
+        Self { api, payload, digest, runtime }
+    }
+
+    /// How the demo names the cluster in what it prints.
+    pub fn label(&self) -> &'static str {
+        match self.api.backend() {
+            Backend::Real => "REAL cluster",
+            Backend::InMemory => "SIMULATED cluster",
+        }
+    }
+
+    /// One line on what the cluster is.
+    pub fn describe(&self) -> String {
+        match self.api.backend() {
+            Backend::Real => format!(
+                "REAL cluster: kube-apiserver, kube-controller-manager and etcd (Kubernetes {}, built from \
+                 the Kubernetes Go modules) at {}; each node's kubelet is the tests' fake kubelet, \
+                 bootstrapping through real CSRs",
+                controlplane::KUBERNETES_VERSION,
+                self.api.url()
+            ),
+            Backend::InMemory => format!(
+                "SIMULATED cluster: winfleet's in-memory Kubernetes API (its test server, not a kube-apiserver) \
+                 at {}; each node's kubelet is the tests' fake kubelet",
+                self.api.url()
+            ),
+        }
+    }
+
+    pub fn kubeconfig(&self) -> &Path {
+        self.api.kubeconfig()
     }
 
     /// The Fleet's additions: the payload it runs and where services go.
@@ -58,10 +110,14 @@ impl SimulatedCluster {
         format!("  payload:\n    digest: {}\n    posixDir: payload\n  services:\n    posixDir: units\n", self.digest)
     }
 
+    fn list(&self, api_version: &str, kind: &str) -> Vec<Value> {
+        self.runtime.block_on(list(&self.api.client(), api_version, kind))
+    }
+
     /// The Nodes, as `oc get nodes -L` would show what winfleet set.
     pub fn nodes(&self) -> String {
         let mut out = String::from("NAME          READY  SCHEDULABLE  VERSION (annotation)  LABELS (winfleet's)\n");
-        for node in self.server.list("v1", "Node") {
+        for node in self.list("v1", "Node") {
             let ready = node["status"]["conditions"]
                 .as_array()
                 .and_then(|c| c.iter().find(|c| c["type"] == "Ready"))
@@ -89,10 +145,10 @@ impl SimulatedCluster {
         out
     }
 
-    /// The CertificateSigningRequests and who approved them.
+    /// The CertificateSigningRequests, who asked and what became of them.
     pub fn csrs(&self) -> String {
         let mut out = String::new();
-        for csr in self.server.list("certificates.k8s.io/v1", "CertificateSigningRequest") {
+        for csr in self.list("certificates.k8s.io/v1", "CertificateSigningRequest") {
             let approved = csr["status"]["conditions"]
                 .as_array()
                 .and_then(|c| c.iter().find(|c| c["type"] == "Approved"))
@@ -100,7 +156,7 @@ impl SimulatedCluster {
             let issued = if csr["status"]["certificate"].is_string() { ", issued" } else { "" };
             let _ = writeln!(
                 out,
-                "  {:<24} {:<46} {approved}{issued}",
+                "  {:<34} {:<46} {approved}{issued}",
                 csr["spec"]["username"].as_str().unwrap_or_default(),
                 csr["spec"]["signerName"].as_str().unwrap_or_default(),
             );
@@ -111,7 +167,7 @@ impl SimulatedCluster {
     /// The MachineSets winfleet created, with their replicas.
     pub fn machinesets(&self) -> String {
         let mut out = String::new();
-        for set in self.server.list("machine.openshift.io/v1beta1", "MachineSet") {
+        for set in self.list("machine.openshift.io/v1beta1", "MachineSet") {
             let _ = writeln!(
                 out,
                 "  {}/{} replicas {}",
@@ -123,10 +179,10 @@ impl SimulatedCluster {
         out
     }
 
-    /// The Events winfleet posted about the reboots, oldest first.
+    /// The Events winfleet posted with one of `reasons`, oldest first.
     pub fn events(&self, reasons: &[&str]) -> String {
-        let mut events: Vec<Value> = self.server.list("v1", "Event");
-        events.extend(self.server.list("events.k8s.io/v1", "Event"));
+        let mut events: Vec<Value> = self.list("v1", "Event");
+        events.extend(self.list("events.k8s.io/v1", "Event"));
         events.sort_by_key(|e| e["metadata"]["resourceVersion"].as_str().and_then(|v| v.parse::<u64>().ok()));
         let mut lines: Vec<String> = events
             .iter()
@@ -140,4 +196,26 @@ impl SimulatedCluster {
         lines.dedup();
         lines.join("\n") + "\n"
     }
+}
+
+/// Every object of a kind, in every namespace, as JSON.
+async fn list(client: &kube::Client, api_version: &str, kind: &str) -> Vec<Value> {
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
+    let Ok((resource, _)) = pinned_kind(client, &gvk).await else { return Vec::new() };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let items = api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
+    items.into_iter().map(|o| serde_json::to_value(o).unwrap()).collect()
+}
+
+/// Merges `status` into the cluster-scoped config.openshift.io object
+/// `cluster` of `kind`, through its status subresource.
+async fn patch_status(client: &kube::Client, kind: &str, status: Value) {
+    let gvk = kube::api::GroupVersionKind::gvk("config.openshift.io", "v1", kind);
+    let (resource, caps) = pinned_kind(client, &gvk).await.unwrap();
+    assert!(matches!(caps.scope, Scope::Cluster));
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    api.patch_status("cluster", &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
+        .await
+        .unwrap_or_else(|e| panic!("setting the {kind} status: {e}"));
 }

@@ -6,12 +6,14 @@
 //! change announced by a signed webhook, the files on a node, and the
 //! status commits (`git log winfleet/status`).
 //!
-//! As root, the daemon also works against a simulated cluster
-//! ([`cluster`]): the instances join as Nodes (their kubelet is the tests'
-//! fake kubelet), winfleet sets their metadata and creates the MachineSets,
-//! and the merged change adds a proxy, which takes a safe reboot of each
-//! node in turn. As anyone else the nodes cannot have their own host names
-//! and boot ids, and the daemon runs SSH-only.
+//! As root, the daemon also works against a cluster ([`cluster`]): a real
+//! control plane (kube-apiserver, kube-controller-manager, etcd) where Go is
+//! installed, else a simulated one, and the demo says which. The instances
+//! join as Nodes (their kubelet is the tests' fake kubelet), winfleet sets
+//! their metadata and creates the MachineSets, and the merged change adds a
+//! proxy, which takes a safe reboot of each node in turn. As anyone else the
+//! nodes cannot have their own host names and boot ids, and the daemon runs
+//! SSH-only.
 //!
 //! `cargo run --example demo-fleet -- <path to winfleet> [NODES]`
 //! (scripts/demo.sh runs it).
@@ -22,16 +24,18 @@
 #[allow(dead_code)]
 mod apiserver;
 mod cluster;
+#[path = "../../tests/support/controlplane.rs"]
+mod controlplane;
 #[path = "../../tests/support/fleet.rs"]
 mod fleet;
 #[path = "../../tests/support/join_payload.rs"]
-mod join;
+mod join_payload;
 #[path = "../../tests/support/kubelet.rs"]
 mod kubelet;
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -89,6 +93,12 @@ fn wait_applied(bare: &Path, daemon: &mut Child) {
     }
 }
 
+/// The repository root (tests/support/controlplane.rs finds its Go sources
+/// and binary from it).
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
 fn is_root() -> bool {
     Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.trim_ascii() == b"0")
 }
@@ -109,16 +119,10 @@ fn main() {
         fleet::TestFleet::start(nodes)
     };
     println!("demo fleet: {nodes} sshd nodes on {}..., port {}", fleet.nodes[0].address, fleet.port);
-    let cluster = is_root().then(|| cluster::SimulatedCluster::start(&fleet));
+    let cluster = is_root().then(|| cluster::DemoCluster::start(&fleet));
     match &cluster {
-        Some(c) => println!(
-            "SIMULATED cluster: winfleet's in-memory Kubernetes API (its test server, not a kube-apiserver) at {}; \
-             each node's kubelet is the tests' fake kubelet",
-            c.served.url
-        ),
-        None => {
-            println!("not root: no simulated cluster (the nodes need their own host names); the daemon runs SSH-only")
-        }
+        Some(c) => println!("{}", c.describe()),
+        None => println!("not root: no cluster (the nodes need their own host names); the daemon runs SSH-only"),
     }
 
     // The config repository: examples-repo, with instances for the demo nodes.
@@ -138,14 +142,14 @@ fn main() {
     ] {
         std::fs::copy(examples.join(file), work.join(file)).unwrap();
     }
-    let payload = cluster.as_ref().map(cluster::SimulatedCluster::fleet_yaml).unwrap_or_default();
+    let payload = cluster.as_ref().map(cluster::DemoCluster::fleet_yaml).unwrap_or_default();
     std::fs::write(
         work.join("fleet.yaml"),
         format!("{}  drift:\n    interval: 10m\n{payload}", fleet_yaml(&fleet.user, fleet.port)),
     )
     .unwrap();
     if cluster.is_some() {
-        std::fs::write(work.join("services/demo-services.yaml"), join::services_manifest()).unwrap();
+        std::fs::write(work.join("services/demo-services.yaml"), join_payload::services_manifest()).unwrap();
     }
     let mut list = String::from(
         "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: demo\nspec:\n  instances:\n",
@@ -168,7 +172,7 @@ fn main() {
     let mut command = Command::new(&winfleet);
     command.args(["run", "--repo-url", &format!("file://{}", bare.display()), "--branch", "main"]);
     if let Some(c) = &cluster {
-        command.arg("--kubeconfig").arg(&c.served.kubeconfig).arg("--payload-dir").arg(&c.payload);
+        command.arg("--kubeconfig").arg(c.kubeconfig()).arg("--payload-dir").arg(&c.payload);
     }
     let mut daemon = command
         .args(["--cache-dir", dir.join("cache").to_str().unwrap()])
@@ -184,7 +188,7 @@ fn main() {
         .unwrap();
     wait_applied(&bare, &mut daemon);
     if let Some(c) = &cluster {
-        println!("\n== the SIMULATED cluster after the first round: the instances joined");
+        println!("\n== the {} after the first round: the instances joined", c.label());
         println!("-- Nodes\n{}", c.nodes());
         println!(
             "-- CertificateSigningRequests (the fake kubelets asked; winfleet approved what it could match)\n{}",
@@ -208,7 +212,7 @@ fn main() {
     wait_applied(&bare, &mut daemon);
     println!("(applied and status committed {:.1} s after the merge)", merged.elapsed().as_secs_f64());
     if let Some(c) = &cluster {
-        println!("\n== the SIMULATED cluster after the change: a safe reboot of each node, one at a time");
+        println!("\n== the {} after the change: a safe reboot of each node, one at a time", c.label());
         println!(
             "(a demo node cannot reboot: its systemctl shim stops its services, gives it a new boot id and starts them)"
         );
