@@ -156,9 +156,10 @@ impl DemoCluster {
             let issued = if csr["status"]["certificate"].is_string() { ", issued" } else { "" };
             let _ = writeln!(
                 out,
-                "  {:<34} {:<46} {approved}{issued}",
-                csr["spec"]["username"].as_str().unwrap_or_default(),
+                "  {:<46} {:<17} asked by {}",
                 csr["spec"]["signerName"].as_str().unwrap_or_default(),
+                format!("{approved}{issued}"),
+                csr["spec"]["username"].as_str().unwrap_or_default(),
             );
         }
         out
