@@ -154,11 +154,12 @@ impl DemoCluster {
                 .and_then(|c| c.iter().find(|c| c["type"] == "Approved"))
                 .map_or("pending", |_| "approved");
             let issued = if csr["status"]["certificate"].is_string() { ", issued" } else { "" };
+            let outcome = format!("{approved}{issued}");
             let _ = writeln!(
                 out,
                 "  {:<46} {:<17} asked by {}",
                 csr["spec"]["signerName"].as_str().unwrap_or_default(),
-                format!("{approved}{issued}"),
+                outcome,
                 csr["spec"]["username"].as_str().unwrap_or_default(),
             );
         }
