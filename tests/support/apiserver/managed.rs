@@ -176,7 +176,9 @@ impl Entry {
         v
     }
 
-    /// How real conflict messages name a manager.
+    /// How real conflict messages name a manager. The real server names
+    /// it by its identifier, which leaves the time out, so its messages
+    /// never carry one (kube-apiserver v1.37.2).
     fn describe(&self) -> String {
         let mut s = format!("{:?}", self.manager);
         if let Some(sub) = &self.subresource {
@@ -184,11 +186,15 @@ impl Entry {
         }
         if self.operation == "Update" {
             s.push_str(&format!(" using {}", self.api_version));
-            if let Some(t) = &self.time {
-                s.push_str(&format!(" at {t}"));
-            }
         }
         s
+    }
+
+    /// Whether this is the applier's own entry. A manager is its name,
+    /// operation and subresource: the applier's own `Update` entry is
+    /// another manager, and conflicts like any other (as on the real server).
+    fn is_applier(&self, w: &Writer<'_>) -> bool {
+        self.manager == w.manager && self.operation == "Apply" && self.subresource.as_deref() == w.subresource
     }
 }
 
@@ -370,7 +376,7 @@ pub(crate) fn apply(
     // Conflicts: another manager owns a field this config sets to a different value.
     let mut conflicts: Vec<(usize, Path)> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        if e.manager == w.manager {
+        if e.is_applier(w) {
             continue;
         }
         for q in &fields {

@@ -65,8 +65,9 @@
 //! - Strategic merge patch is a merge patch: lists are replaced whole (no
 //!   merge keys), `$` directives are dropped.
 //! - In field ownership, lists are atomic (one leaf), as are scalars; maps
-//!   are granular. Conflicts are not raised against the applier's own
-//!   Update entry.
+//!   are granular (the real server follows the schema: a map declared
+//!   `x-kubernetes-map-type: atomic`, as a MachineSet's `spec.selector`, is
+//!   one leaf there).
 //! - Deletion is immediate: no graceful termination, finalizers, or
 //!   garbage collection of dependents; deleteCollection is 405.
 //! - PUT never creates; no defaulting, no schema validation, no RBAC, no
