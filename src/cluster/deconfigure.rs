@@ -21,9 +21,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use super::apply::api_error;
+use super::cordon::{cordon, patch};
 use super::drain::{DrainOptions, drain};
 use super::events::{Events, Reason, Regarding};
-use super::join::{cordon, patch};
 use super::observe::node_obs;
 use super::slots;
 use super::{DECONFIGURING_ANNOTATION, NodeObs, REBOOT_REQUIRED_ANNOTATION};

@@ -6,8 +6,9 @@
 //! 1. CSR and Node: the kubelet's client CSR is approved (by the approver
 //!    pass running beside the joins, [`super::approve`]) and the Node is
 //!    found by IPv4, as the association does.
-//! 2. Cordon (recorded as winfleet's: only its own cordon is ever lifted):
-//!    nothing schedules there before the node's networking runs.
+//! 2. Cordon (recorded as winfleet's: only its own cordon is ever lifted,
+//!    [`super::cordon`]): nothing schedules there before the node's
+//!    networking runs.
 //! 3. WMCO's metadata (BYOH and worker labels, the public key hash) and the
 //!    instance's own labels, annotations and taints.
 //! 4. The remaining services, their node variables resolved from the Node.
@@ -24,23 +25,24 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, ListParams};
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use super::NodeObs;
 use super::apply::api_error;
 use super::approve::{self, CsrReport};
+use super::cordon::{cordon, finish, patch_fresh};
 use super::events::{Events, Reason, Regarding};
 use super::metadata::plan_node_metadata;
 use super::observe::{WINDOWS_NODES, node_obs};
-use super::{CORDONED_ANNOTATION, FIELD_MANAGER, NodeObs, UPGRADING_ANNOTATION};
 use crate::desired::model::Instance;
 use crate::engine::report::NodeReport;
 use crate::engine::{self, NodeContext};
-use crate::lifecycle::{Mode, VERSION_ANNOTATION};
+use crate::lifecycle::Mode;
 use crate::progress::{self, Phase};
 use crate::ssh::Pool;
 
@@ -320,78 +322,6 @@ async fn registered(shared: &Shared<'_>, nodes: &Api<Node>, ipv4: Option<Ipv4Add
         }
         tokio::time::sleep(shared.options.poll).await;
     }
-}
-
-pub(crate) async fn patch(nodes: &Api<Node>, name: &str, patch: &Value) -> Result<NodeObs, String> {
-    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-    nodes.patch(name, &params, &Patch::Merge(patch)).await.map(|n| node_obs(&n)).map_err(|e| api_error(&e))
-}
-
-/// A merge patch conditional on the Node as read just before, built from
-/// it by `body` (`None`: nothing to write). A Node changed in between (the
-/// kubelet's status updates do that every few seconds) is read and tried
-/// again, up to five times.
-pub(crate) async fn patch_fresh(
-    nodes: &Api<Node>,
-    name: &str,
-    mut body: impl FnMut(&NodeObs) -> Option<Value>,
-) -> Result<NodeObs, String> {
-    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-    let mut conflicts = 0;
-    loop {
-        let node = nodes.get(name).await.map(|n| node_obs(&n)).map_err(|e| api_error(&e))?;
-        let Some(mut patch) = body(&node) else { return Ok(node) };
-        patch["metadata"]["resourceVersion"] = json!(node.resource_version);
-        match nodes.patch(name, &params, &Patch::Merge(&patch)).await {
-            Ok(n) => return Ok(node_obs(&n)),
-            Err(kube::Error::Api(e)) if e.code == 409 && conflicts < 5 => conflicts += 1,
-            Err(e) => return Err(api_error(&e)),
-        }
-    }
-}
-
-/// Cordons a schedulable Node, recording the cordon as winfleet's; with
-/// `marker`, sets that disruption marker (an upgrade's, a deconfigure's) in
-/// the same write. Returns whether it wrote (a Node that already carries
-/// the marker, left by a crash, is not written again).
-pub(crate) async fn cordon(nodes: &Api<Node>, name: &str, marker: Option<(&str, &str)>) -> Result<bool, String> {
-    let mut wrote = false;
-    progress::step(name, Phase::Cordon, "cordoning");
-    patch_fresh(nodes, name, |n| {
-        let marked = marker.is_none_or(|(key, _)| n.annotations.contains_key(key));
-        if marked && n.unschedulable {
-            return None;
-        }
-        let mut annotations = serde_json::Map::new();
-        if let Some((key, value)) = marker.filter(|_| !marked) {
-            annotations.insert(key.to_owned(), json!(value));
-        }
-        if !n.unschedulable {
-            annotations.insert(CORDONED_ANNOTATION.to_owned(), json!("true"));
-        }
-        wrote = true;
-        Some(json!({ "metadata": { "annotations": annotations }, "spec": { "unschedulable": true } }))
-    })
-    .await?;
-    Ok(wrote)
-}
-
-/// Lifts winfleet's cordon (never an administrator's) and the upgrade
-/// marker; with `version`, sets the version annotation in the same write.
-pub(crate) async fn finish(nodes: &Api<Node>, name: &str, version: Option<&str>) -> Result<(), String> {
-    patch_fresh(nodes, name, |n| {
-        let mut annotations = json!({ UPGRADING_ANNOTATION: null, CORDONED_ANNOTATION: null });
-        if let Some(v) = version {
-            annotations[VERSION_ANNOTATION] = json!(v);
-        }
-        let mut body = json!({ "metadata": { "annotations": annotations } });
-        if n.annotations.contains_key(CORDONED_ANNOTATION) {
-            body["spec"] = json!({ "unschedulable": false });
-        }
-        Some(body)
-    })
-    .await
-    .map(drop)
 }
 
 /// WMCO's labels and annotation, and the instance's own metadata.

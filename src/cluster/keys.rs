@@ -25,8 +25,9 @@ use serde_json::json;
 
 use super::apply::api_error;
 use super::associate::Association;
+use super::cordon::patch;
 use super::events::{Events, Reason, Regarding};
-use super::join::{PUB_KEY_HASH_ANNOTATION, patch};
+use super::join::PUB_KEY_HASH_ANNOTATION;
 use super::{ClusterFacts, NodeObs};
 use crate::desired::model::Instance;
 use crate::engine::report::{NodeReport, NodeResult};

@@ -19,6 +19,7 @@ pub mod apply;
 pub mod approve;
 pub mod associate;
 pub mod connect;
+pub mod cordon;
 pub mod csr;
 pub mod deconfigure;
 pub mod drain;

@@ -22,9 +22,10 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::apply::api_error;
+use super::cordon::{cordon, finish};
 use super::drain::{DrainOptions, drain};
 use super::events::{Events, Reason, Regarding};
-use super::join::{JoinOptions, cordon, finish, ready};
+use super::join::{JoinOptions, ready};
 use super::observe::node_obs;
 use super::slots;
 use super::{NodeObs, UPGRADING_ANNOTATION};
