@@ -87,6 +87,7 @@ mod eviction;
 pub mod fixtures;
 pub mod identity;
 mod managed;
+mod micro_time;
 mod ops;
 mod resources;
 mod routes;
