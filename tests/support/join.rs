@@ -128,8 +128,7 @@ fn parts(fleet: &TestFleet) -> Parts {
         let _ = writeln!(list, "  - address: {}\n    labels: {{example.com/team: payments}}", node.address);
     }
     fs::write(repo.path().join("instances.yaml"), list).unwrap();
-    let loaded = winfleet::desired::load(&winfleet::source::read_worktree(repo.path()).unwrap(), Default::default());
-    let desired = loaded.desired.unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics));
+    let desired = load(repo.path());
     let pool = Pool::new(
         load_key(&fleet.key).unwrap(),
         KnownHosts::load(&fleet.known_hosts, false).unwrap(),
@@ -155,28 +154,59 @@ impl Setup {
     /// Changes the payload with `edit` (on the payload directory), pins the
     /// new digest in the repository and loads it.
     pub fn repin(&mut self, edit: impl FnOnce(&Path)) {
-        let dir = self.fleet.dir().join("payload-src");
-        edit(&dir);
-        let old = self.payload.digest.clone();
-        self.payload = Arc::new(Payload::load(&dir).unwrap());
-        let fleet = self.repo.path().join("fleet.yaml");
-        let text = fs::read_to_string(&fleet).unwrap().replace(&old, &self.payload.digest);
-        fs::write(&fleet, text).unwrap();
-        self.options.payload = PayloadState::Loaded(Arc::clone(&self.payload));
+        repin(&self.fleet, self.repo.path(), &mut self.payload, &mut self.options, edit);
         self.reload();
     }
 
     /// Loads the repository again.
     pub fn reload(&mut self) {
-        let loaded =
-            winfleet::desired::load(&winfleet::source::read_worktree(self.repo.path()).unwrap(), Default::default());
-        self.desired = loaded.desired.unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics));
+        self.desired = load(self.repo.path());
     }
 
     /// The desired version.
     pub fn version(&self) -> String {
-        self.desired.specs.values().next().unwrap().lifecycle.as_ref().unwrap().version.clone()
+        version(&self.desired)
     }
+}
+
+impl Bench {
+    /// As [`Setup::repin`].
+    pub fn repin(&mut self, edit: impl FnOnce(&Path)) {
+        repin(&self.fleet, self.repo.path(), &mut self.payload, &mut self.options, edit);
+        self.reload();
+    }
+
+    /// Loads the repository again.
+    pub fn reload(&mut self) {
+        self.desired = load(self.repo.path());
+    }
+
+    /// The desired version.
+    pub fn version(&self) -> String {
+        version(&self.desired)
+    }
+}
+
+/// Changes the payload with `edit`, pins the new digest in `repo`'s
+/// fleet.yaml and makes it the round's payload.
+fn repin(fleet: &TestFleet, repo: &Path, payload: &mut Arc<Payload>, options: &mut Options, edit: impl FnOnce(&Path)) {
+    let dir = fleet.dir().join("payload-src");
+    edit(&dir);
+    let old = payload.digest.clone();
+    *payload = Arc::new(Payload::load(&dir).unwrap());
+    let fleet_yaml = repo.join("fleet.yaml");
+    let text = fs::read_to_string(&fleet_yaml).unwrap().replace(&old, &payload.digest);
+    fs::write(&fleet_yaml, text).unwrap();
+    options.payload = PayloadState::Loaded(Arc::clone(payload));
+}
+
+fn load(repo: &Path) -> Desired {
+    let loaded = winfleet::desired::load(&winfleet::source::read_worktree(repo).unwrap(), Default::default());
+    loaded.desired.unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics))
+}
+
+fn version(desired: &Desired) -> String {
+    desired.specs.values().next().unwrap().lifecycle.as_ref().unwrap().version.clone()
 }
 
 pub async fn round(setup: &Setup) -> RoundReport {
