@@ -27,9 +27,17 @@
 //! - uid/creationTimestamp/generation on create; generation bumps when
 //!   anything outside metadata and status changes. Server-owned metadata
 //!   cannot be changed by writes.
-//! - Types with a status subresource (nodes, pods, PDBs, machinesets,
-//!   machines, proxies): main-resource writes keep the stored status,
-//!   `/status` writes change only status. (Create keeps the given status.)
+//! - Types with a status subresource (nodes, pods, PDBs, CSRs, and the
+//!   custom resources whose CRD declares one): main-resource writes keep
+//!   the stored status, `/status` writes change only status. Create keeps
+//!   the given status for the built-in types, drops it for a custom
+//!   resource (as kube-apiserver does; `seed` writes it through `/status`).
+//! - Custom resources are served by the CRDs of the real control plane
+//!   (tests/controlplane/crds, `crd.rs`): the status subresource as the
+//!   CRD declares it (Network has none: status is written with the object,
+//!   and a status change is a new generation), unknown fields pruned and
+//!   defaults applied on every write, and an applied field the schema does
+//!   not declare refused (500) as the real server does.
 //! - Patches: merge (RFC 7386); JSON patch (RFC 6902; a failing operation
 //!   is 422 Invalid, as the real server); apply (below). Patching a missing
 //!   object is 404, except apply which creates.
@@ -70,7 +78,8 @@
 //!   one leaf there).
 //! - Deletion is immediate: no graceful termination, finalizers, or
 //!   garbage collection of dependents; deleteCollection is 405.
-//! - PUT never creates; no defaulting, no schema validation, no RBAC, no
+//! - PUT never creates; no defaulting of built-in types, no schema
+//!   validation (custom resources are pruned and defaulted only), no RBAC, no
 //!   scale subresource, no namespaces resource, no Table output, no
 //!   protobuf. Periodic watch bookmarks are not sent.
 //! - Admission is a test hook (`reject`), called under the store lock: it
@@ -82,6 +91,7 @@
 //! bump the resourceVersion, emit watch events and go into history with
 //! field manager "test", without admission.
 
+mod crd;
 mod csr;
 mod eviction;
 pub mod fixtures;
@@ -286,7 +296,11 @@ impl ApiServer {
         Served { url, kubeconfig, _dir: dir, shutdown: Some(tx), task }
     }
 
-    /// Creates an object as a user would (field manager "seed"); returns it as stored.
+    /// Creates an object as a user would (field manager "seed"), then,
+    /// when its type has a status subresource that create does not take (a
+    /// custom resource's), writes its `status` through `/status` as a
+    /// controller would — as `ControlPlane::seed` does on the real server;
+    /// returns it as stored.
     pub fn seed(&self, obj: Value) -> Value {
         let api_version = obj["apiVersion"].as_str().unwrap_or_default().to_string();
         let kind = obj["kind"].as_str().unwrap_or_default().to_string();
@@ -297,8 +311,16 @@ impl ApiServer {
         }
         let mut o = helper_opts(res, ns.as_deref(), "seed", false);
         o.admit = false;
+        let status = obj.get("status").cloned();
         let mut st = self.lock();
-        ops::create(&mut st, &o, obj).unwrap_or_else(|e| panic!("seed {kind}: {}", e.message))
+        let created = ops::create(&mut st, &o, obj).unwrap_or_else(|e| panic!("seed {kind}: {}", e.message));
+        let Some(status) = status.filter(|s| res.has_status() && created.get("status") != Some(s)) else {
+            return created;
+        };
+        let name = created.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default().to_owned();
+        let o = Opts { subresource: Some("status".into()), ..o };
+        ops::mutate(&mut st, &o, &name, |v| v["status"] = status)
+            .unwrap_or_else(|e| panic!("seed {kind} status: {}", e.message))
     }
 
     pub fn get(&self, api_version: &str, kind: &str, namespace: Option<&str>, name: &str) -> Option<Value> {

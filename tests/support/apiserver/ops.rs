@@ -4,6 +4,7 @@
 
 use serde_json::{Value, json};
 
+use super::crd;
 use super::managed::{self, Writer};
 use super::resources::Resource;
 use super::status::{ApiError, already_exists, bad_request, conflict, internal, invalid, not_found};
@@ -46,7 +47,12 @@ impl Opts {
 
     /// Status is not owned through the main resource when it has a status subresource.
     fn skip_status(&self) -> bool {
-        self.res.status && self.subresource.is_none()
+        self.res.has_status() && self.subresource.is_none()
+    }
+
+    /// A custom resource's write as the real server decodes it ([`crd::decode`]).
+    fn structural(&self, v: &mut Value, creating: bool) {
+        crd::decode(self.res, self.subresource.as_deref(), v, creating);
     }
 }
 
@@ -105,11 +111,16 @@ fn ensure_meta(v: &mut Value) -> &mut Value {
     &mut v["metadata"]
 }
 
-fn without_meta_and_status(v: &Value) -> Value {
+/// What a generation counts: everything but metadata, and but status
+/// when it is a subresource (a custom resource without one, like
+/// Network, gets a new generation for a status change too).
+fn without_meta_and_status(v: &Value, status_sub: bool) -> Value {
     let mut v = v.clone();
     if let Some(m) = v.as_object_mut() {
         m.remove("metadata");
-        m.remove("status");
+        if status_sub {
+            m.remove("status");
+        }
     }
     v
 }
@@ -119,6 +130,7 @@ pub(crate) fn create(st: &mut State, o: &Opts, mut body: Value) -> Result<Value,
     check_type(o.res, &body)?;
     super::micro_time::decode(o.res, &mut body)?;
     check_namespace(o, &mut body)?;
+    o.structural(&mut body, true);
     let mut name = str_at(&body, "/metadata/name").unwrap_or_default().to_string();
     if name.is_empty() {
         match str_at(&body, "/metadata/generateName").filter(|g| !g.is_empty()) {
@@ -182,7 +194,7 @@ fn normalize(o: &Opts, old: &Value, mut new: Value) -> Value {
             }
         }
         new = only_status;
-    } else if o.res.status && !o.allow_status {
+    } else if o.res.has_status() && !o.allow_status {
         match old.get("status") {
             Some(s) => new["status"] = s.clone(),
             None => {
@@ -192,7 +204,8 @@ fn normalize(o: &Opts, old: &Value, mut new: Value) -> Value {
             }
         }
     }
-    if without_meta_and_status(old) != without_meta_and_status(&new) {
+    let status_sub = o.res.has_status();
+    if without_meta_and_status(old, status_sub) != without_meta_and_status(&new, status_sub) {
         let generation = old.pointer("/metadata/generation").and_then(Value::as_i64).unwrap_or(0);
         ensure_meta(&mut new)["generation"] = json!(generation + 1);
     }
@@ -230,6 +243,7 @@ fn update(
     mut candidate: Value,
 ) -> Result<Value, ApiError> {
     check_update(o, name, old, &mut candidate)?;
+    o.structural(&mut candidate, false);
     let mut new = normalize(o, old, candidate);
     let mut entries = managed::entries(old);
     let (changed, removed) = managed::diff(old, &new, o.skip_status());
@@ -387,6 +401,9 @@ fn apply(st: &mut State, o: &Opts, name: &str, mut applied: Value) -> Result<Val
     if applied.pointer("/metadata/managedFields").is_some_and(|m| !m.is_null()) {
         return Err(bad_request("metadata.managedFields must be nil"));
     }
+    if let Some(field) = o.res.crd().and_then(|crd| crd.undeclared(&applied)) {
+        return Err(crd::undeclared(o.res, o.namespace.as_deref(), name, &field));
+    }
     let now = now();
     let api_version = o.res.api_version();
     let w = Writer { manager, api_version: &api_version, subresource: o.subresource.as_deref(), now: &now };
@@ -400,6 +417,7 @@ fn apply(st: &mut State, o: &Opts, name: &str, mut applied: Value) -> Result<Val
                 skeleton["metadata"]["namespace"] = json!(ns);
             }
             let mut merged = managed::apply(&skeleton, &applied, &w, o.force, o.skip_status())?;
+            o.structural(&mut merged, true);
             if str_at(&applied, "/metadata/resourceVersion").is_some_and(|s| !s.is_empty()) {
                 return Err(not_found(o.res, name));
             }
@@ -414,7 +432,8 @@ fn apply(st: &mut State, o: &Opts, name: &str, mut applied: Value) -> Result<Val
             if !want.is_empty() && want != str_at(&old, "/metadata/resourceVersion").unwrap_or_default() {
                 return Err(conflict(o.res, name));
             }
-            let merged = managed::apply(&old, &applied, &w, o.force, o.skip_status())?;
+            let mut merged = managed::apply(&old, &applied, &w, o.force, o.skip_status())?;
+            o.structural(&mut merged, false);
             let managed_fields = merged.pointer("/metadata/managedFields").cloned();
             let mut new = normalize(o, &old, merged);
             match managed_fields {

@@ -9,15 +9,45 @@ pub(crate) struct Resource {
     pub kind: &'static str,
     pub plural: &'static str,
     pub namespaced: bool,
-    /// Has a `status` subresource: writes to the main resource keep the
-    /// stored status, writes to `/status` change only the status.
-    pub status: bool,
+    /// Whether it has a `status` subresource (see [`Resource::has_status`]).
+    pub status: Status,
     /// Field selector labels besides metadata.name / metadata.namespace,
     /// each with the JSON path it reads.
     pub fields: &'static [(&'static str, &'static [&'static str])],
 }
 
+/// Where a type's status subresource is declared.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Status {
+    /// A built-in type with a status subresource.
+    Yes,
+    /// A built-in type without one.
+    No,
+    /// A custom resource: its CRD in tests/controlplane/crds says
+    /// ([`super::crd`]), as on the real control plane.
+    Crd,
+}
+
 impl Resource {
+    /// Has a `status` subresource: writes to the main resource keep the
+    /// stored status, writes to `/status` change only the status (and a
+    /// custom resource's create drops it).
+    pub fn has_status(&self) -> bool {
+        match self.status {
+            Status::Yes => true,
+            Status::No => false,
+            Status::Crd => self.crd().is_some_and(|c| c.status),
+        }
+    }
+
+    /// The CRD of a custom resource (its status subresource and schema).
+    pub fn crd(&self) -> Option<&'static super::crd::Crd> {
+        match self.status {
+            Status::Crd => super::crd::find(self.group, self.plural),
+            Status::Yes | Status::No => None,
+        }
+    }
+
     /// `v1` or `group/version`.
     pub fn api_version(&self) -> String {
         if self.group.is_empty() { self.version.to_string() } else { format!("{}/{}", self.group, self.version) }
@@ -67,7 +97,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "Node",
         plural: "nodes",
         namespaced: false,
-        status: true,
+        status: Status::Yes,
         fields: NODE_FIELDS,
     },
     Resource {
@@ -76,7 +106,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "Pod",
         plural: "pods",
         namespaced: true,
-        status: true,
+        status: Status::Yes,
         fields: POD_FIELDS,
     },
     Resource {
@@ -85,7 +115,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "Event",
         plural: "events",
         namespaced: true,
-        status: false,
+        status: Status::No,
         fields: CORE_EVENT_FIELDS,
     },
     Resource {
@@ -94,7 +124,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "PodDisruptionBudget",
         plural: "poddisruptionbudgets",
         namespaced: true,
-        status: true,
+        status: Status::Yes,
         fields: &[],
     },
     Resource {
@@ -103,7 +133,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "Event",
         plural: "events",
         namespaced: true,
-        status: false,
+        status: Status::No,
         fields: &[],
     },
     Resource {
@@ -112,7 +142,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "MachineSet",
         plural: "machinesets",
         namespaced: true,
-        status: true,
+        status: Status::Crd,
         fields: &[],
     },
     Resource {
@@ -121,7 +151,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "Machine",
         plural: "machines",
         namespaced: true,
-        status: true,
+        status: Status::Crd,
         fields: &[],
     },
     Resource {
@@ -130,7 +160,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "ImageDigestMirrorSet",
         plural: "imagedigestmirrorsets",
         namespaced: false,
-        status: true,
+        status: Status::Crd,
         fields: &[],
     },
     Resource {
@@ -139,7 +169,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "ImageTagMirrorSet",
         plural: "imagetagmirrorsets",
         namespaced: false,
-        status: true,
+        status: Status::Crd,
         fields: &[],
     },
     Resource {
@@ -148,7 +178,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "Proxy",
         plural: "proxies",
         namespaced: false,
-        status: true,
+        status: Status::Crd,
         fields: &[],
     },
     Resource {
@@ -157,7 +187,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "CertificateSigningRequest",
         plural: "certificatesigningrequests",
         namespaced: false,
-        status: true,
+        status: Status::Yes,
         fields: &[("spec.signerName", &["spec", "signerName"])],
     },
     Resource {
@@ -166,7 +196,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "Secret",
         plural: "secrets",
         namespaced: true,
-        status: false,
+        status: Status::No,
         fields: &[],
     },
     Resource {
@@ -175,7 +205,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "ConfigMap",
         plural: "configmaps",
         namespaced: true,
-        status: false,
+        status: Status::No,
         fields: &[],
     },
     Resource {
@@ -184,7 +214,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "Infrastructure",
         plural: "infrastructures",
         namespaced: false,
-        status: true,
+        status: Status::Crd,
         fields: &[],
     },
     Resource {
@@ -193,7 +223,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "Network",
         plural: "networks",
         namespaced: false,
-        status: true,
+        status: Status::Crd,
         fields: &[],
     },
     Resource {
@@ -202,7 +232,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "ControllerConfig",
         plural: "controllerconfigs",
         namespaced: false,
-        status: true,
+        status: Status::Crd,
         fields: &[],
     },
     Resource {
@@ -211,7 +241,7 @@ pub(crate) static RESOURCES: &[Resource] = &[
         kind: "Lease",
         plural: "leases",
         namespaced: true,
-        status: false,
+        status: Status::No,
         fields: &[],
     },
 ];
@@ -265,7 +295,7 @@ pub(crate) fn parse_path(path: &str) -> Option<Target> {
     }
     match sub.as_deref() {
         None => {}
-        Some("status") if res.status => {}
+        Some("status") if res.has_status() => {}
         Some("eviction") if res.group.is_empty() && res.plural == "pods" => {}
         Some("approval") if res.plural == "certificatesigningrequests" => {}
         Some(_) => return None,
