@@ -92,12 +92,12 @@
 //! field manager "test", without admission.
 
 mod crd;
+mod builtin;
 mod csr;
 mod eviction;
 pub mod fixtures;
 pub mod identity;
 mod managed;
-mod micro_time;
 mod ops;
 mod resources;
 mod routes;

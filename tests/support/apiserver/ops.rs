@@ -128,7 +128,7 @@ fn without_meta_and_status(v: &Value, status_sub: bool) -> Value {
 /// Create (POST), and the create half of apply.
 pub(crate) fn create(st: &mut State, o: &Opts, mut body: Value) -> Result<Value, ApiError> {
     check_type(o.res, &body)?;
-    super::micro_time::decode(o.res, &mut body)?;
+    super::builtin::decode(o.res, &mut body)?;
     check_namespace(o, &mut body)?;
     o.structural(&mut body, true);
     let mut name = str_at(&body, "/metadata/name").unwrap_or_default().to_string();
@@ -216,7 +216,7 @@ fn normalize(o: &Opts, old: &Value, mut new: Value) -> Value {
 /// namespace, and the resourceVersion precondition.
 fn check_update(o: &Opts, name: &str, old: &Value, candidate: &mut Value) -> Result<(), ApiError> {
     check_type(o.res, candidate)?;
-    super::micro_time::decode(o.res, candidate)?;
+    super::builtin::decode(o.res, candidate)?;
     if let Some(body_name) = str_at(candidate, "/metadata/name").filter(|n| !n.is_empty())
         && body_name != name
     {

@@ -1,12 +1,20 @@
-//! MicroTime fields as kube-apiserver decodes them (metav1.MicroTime's
-//! UnmarshalJSON): Go's layout `2006-01-02T15:04:05.000000Z07:00`, so
-//! exactly six fractional digits, a `Z` or `±hh:mm` offset, or null; any
-//! other string is a 400 BadRequest ("cannot be handled as a Lease"), and
-//! a valid one is stored in UTC (`+01:00` becomes `Z`). Found against
-//! kube-apiserver v1.37.2 (tests/real_cluster_leader.rs): this server
-//! stored any string verbatim.
+//! Built-in kinds decoded as kube-apiserver decodes a write, before
+//! anything is stored; each found against kube-apiserver v1.37.2, where
+//! this server stored the body verbatim:
+//!
+//! - MicroTime fields (a Lease's `acquireTime` and `renewTime`,
+//!   metav1.MicroTime's UnmarshalJSON): Go's layout
+//!   `2006-01-02T15:04:05.000000Z07:00`, so exactly six fractional digits,
+//!   a `Z` or `±hh:mm` offset, or null; any other string is a 400
+//!   BadRequest ("cannot be handled as a Lease"), and a valid one is
+//!   stored in UTC (`+01:00` becomes `Z`) (tests/real_cluster_leader.rs).
+//! - A Secret's `stringData` is write-only: merged into `data`
+//!   (base64-encoded, over a key of the same name) and never stored, so a
+//!   reader of `data` finds what was written as text
+//!   (tests/real_cluster_import.rs).
 
-use serde_json::Value;
+use base64::Engine;
+use serde_json::{Map, Value};
 
 use super::resources::Resource;
 use super::status::{ApiError, bad_request};
@@ -22,8 +30,31 @@ fn fields(res: &Resource) -> &'static [&'static str] {
     }
 }
 
-/// Checks and normalizes every MicroTime field of a written object.
+/// Decodes a written object of any kind (only the kinds above change).
 pub(crate) fn decode(res: &Resource, v: &mut Value) -> Result<(), ApiError> {
+    if (res.group, res.kind) == ("", "Secret") {
+        string_data(v);
+    }
+    micro_times(res, v)
+}
+
+/// Folds `stringData` into `data`.
+fn string_data(v: &mut Value) {
+    let Some(object) = v.as_object_mut() else { return };
+    let Some(Value::Object(strings)) = object.remove("stringData") else { return };
+    let data = object.entry("data").or_insert_with(|| Value::Object(Map::new()));
+    if !data.is_object() {
+        *data = Value::Object(Map::new());
+    }
+    for (key, text) in strings {
+        if let (Some(text), Some(data)) = (text.as_str(), data.as_object_mut()) {
+            data.insert(key, Value::String(base64::engine::general_purpose::STANDARD.encode(text)));
+        }
+    }
+}
+
+/// Checks and normalizes every MicroTime field of a written object.
+fn micro_times(res: &Resource, v: &mut Value) -> Result<(), ApiError> {
     for pointer in fields(res) {
         let Some(field) = v.pointer_mut(pointer) else { continue };
         let Some(text) = field.as_str() else {
