@@ -151,7 +151,8 @@ fn mixed_round() -> Round {
         ("10.0.0.5".into(), "win-5".into()),
     ]);
     c.unassociated = vec![Unassociated { address: "10.0.0.6".into(), reason: "no Node has its address".into() }];
-    c.conflicts = vec![Conflict { name: "win-b".into(), reason: "exists and is not managed by winfleet".into() }];
+    let reason = "exists and is not managed by winfleet".into();
+    c.conflicts = vec![Conflict { name: "win-b".into(), reason, fields: Vec::new() }];
     c.machine_sets = vec![MachineSetReport {
         change: MachineSetChange {
             name: "win-c".into(),
@@ -160,6 +161,7 @@ fn mixed_round() -> Round {
             fields: Vec::new(),
         },
         outcome: Some(Outcome::Failed("admission webhook denied the request".into())),
+        taken_over: Vec::new(),
     }];
     c.reboots = vec![
         reboot(

@@ -2,6 +2,11 @@
 //! `dryRun=All`; any rejection aborts the cluster part of the round before
 //! anything is written. Then each write for real, with an Event for each
 //! change and failure. A failing write never stops the others.
+//!
+//! MachineSets are applied without force unless the plan says so: a field
+//! conflict the API server finds in the dry run (409, `FieldManagerConflict`
+//! causes) that the plan did not foresee turns that MachineSet's step into a
+//! conflict of the plan, and the other writes go on.
 
 use std::collections::BTreeMap;
 
@@ -12,7 +17,8 @@ use serde::Serialize;
 
 use super::associate::Association;
 use super::events::{Events, Reason, Regarding};
-use super::machinesets::{MachineSetStep, plan_machine_sets};
+use super::machinesets::ownership::{self, FieldConflict};
+use super::machinesets::{Conflict, MachineSetStep, plan_machine_sets};
 use super::metadata::{NodeMetadataPlan, plan_node_metadata};
 use super::observe::machine_set_resource;
 use super::{ClusterFacts, FIELD_MANAGER, MACHINE_API_NAMESPACE};
@@ -31,7 +37,7 @@ pub struct ClusterPlan {
 impl ClusterPlan {
     /// Whether anything would be written (conflicts are reported, not written).
     pub fn has_writes(&self) -> bool {
-        !self.nodes.is_empty() || self.machine_sets.iter().any(|s| !matches!(s, MachineSetStep::Conflict { .. }))
+        !self.nodes.is_empty() || self.machine_sets.iter().any(|s| !matches!(s, MachineSetStep::Conflict(_)))
     }
 }
 
@@ -94,7 +100,7 @@ impl Write<'_> {
 }
 
 fn writes(plan: &ClusterPlan) -> Vec<Write<'_>> {
-    let sets = plan.machine_sets.iter().filter(|s| !matches!(s, MachineSetStep::Conflict { .. }));
+    let sets = plan.machine_sets.iter().filter(|s| !matches!(s, MachineSetStep::Conflict(_)));
     sets.map(Write::MachineSet).chain(plan.nodes.iter().map(Write::Node)).collect()
 }
 
@@ -106,10 +112,11 @@ pub fn api_error(e: &kube::Error) -> String {
 
 async fn send(client: &Client, write: &Write<'_>, dry_run: bool) -> Result<(), kube::Error> {
     match write {
-        Write::MachineSet(MachineSetStep::Apply { change, object }) => {
+        Write::MachineSet(MachineSetStep::Apply { change, object, force, .. }) => {
             let api: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), MACHINE_API_NAMESPACE, &machine_set_resource());
-            let mut params = PatchParams::apply(FIELD_MANAGER).force();
+            let mut params = PatchParams::apply(FIELD_MANAGER);
+            params.force = *force;
             params.dry_run = dry_run;
             api.patch(&change.name, &params, &Patch::Apply(object)).await.map(drop)
         }
@@ -123,7 +130,7 @@ async fn send(client: &Client, write: &Write<'_>, dry_run: bool) -> Result<(), k
             };
             api.delete(&change.name, &params).await.map(drop)
         }
-        Write::MachineSet(MachineSetStep::Conflict { .. }) => Ok(()),
+        Write::MachineSet(MachineSetStep::Conflict(_)) => Ok(()),
         Write::Node(plan) => {
             let api: Api<Node> = Api::all(client.clone());
             let params = PatchParams { dry_run, field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
@@ -133,24 +140,41 @@ async fn send(client: &Client, write: &Write<'_>, dry_run: bool) -> Result<(), k
 }
 
 /// Sends every write with `dryRun=All`; returns the rejections (empty:
-/// the plan may be written).
-pub async fn dry_run(client: &Client, plan: &ClusterPlan) -> Vec<WriteReport> {
+/// the plan may be written). A MachineSet apply the API server refuses
+/// for a field conflict becomes a conflict of the plan, not a rejection.
+pub async fn dry_run(client: &Client, plan: &mut ClusterPlan) -> Vec<WriteReport> {
     let writes = writes(plan);
     let results = futures::future::join_all(writes.iter().map(|w| send(client, w, true))).await;
-    writes
-        .iter()
-        .zip(results)
-        .filter_map(|(w, r)| {
-            r.err().map(|e| WriteReport { target: w.target(), outcome: Outcome::Failed(w.failure(&e)) })
-        })
-        .collect()
+    let mut rejected = Vec::new();
+    let mut conflicts = Vec::new();
+    for (w, result) in writes.iter().zip(results) {
+        let Err(e) = result else { continue };
+        match (w, field_conflicts(w, &e)) {
+            (Write::MachineSet(step), Some(fields)) => conflicts.push(Conflict::of_fields(step.name(), fields)),
+            _ => rejected.push(WriteReport { target: w.target(), outcome: Outcome::Failed(w.failure(&e)) }),
+        }
+    }
+    for conflict in conflicts {
+        if let Some(step) = plan.machine_sets.iter_mut().find(|s| s.name() == conflict.name) {
+            *step = MachineSetStep::Conflict(conflict);
+        }
+    }
+    rejected
+}
+
+/// The field conflicts of an unforced MachineSet apply's 409.
+fn field_conflicts(write: &Write<'_>, e: &kube::Error) -> Option<Vec<FieldConflict>> {
+    let Write::MachineSet(MachineSetStep::Apply { object, force: false, .. }) = write else { return None };
+    let causes = super::fault::field_conflicts(e);
+    let fields = ownership::from_causes(causes.iter().map(|(f, m)| (f.as_str(), m.as_str())), object);
+    (!fields.is_empty()).then_some(fields)
 }
 
 /// Writes the plan (after a clean dry run), one Event per change or failure.
 pub async fn write(client: &Client, events: &Events, plan: &ClusterPlan, facts: &ClusterFacts) -> Vec<WriteReport> {
     let mut reports = Vec::new();
     for step in &plan.machine_sets {
-        if let MachineSetStep::Conflict { name, reason } = step {
+        if let MachineSetStep::Conflict(Conflict { name, reason, .. }) = step {
             let uid = uid_of(facts, name);
             events.publish(Regarding::MachineSet(name, &uid), Reason::MachineSetConflict, reason.clone()).await;
         }
@@ -173,7 +197,7 @@ pub async fn write(client: &Client, events: &Events, plan: &ClusterPlan, facts: 
                     (MachineSetStep::Delete { .. }, _) => {
                         (Reason::MachineSetDeleted, format!("deleted MachineSet {name}: it left the repository"))
                     }
-                    (MachineSetStep::Apply { change, .. }, _) => {
+                    (MachineSetStep::Apply { change, taken_over, .. }, _) => {
                         let what = crate::plan::replicas_text(change, "->").unwrap_or_default();
                         match change.action {
                             crate::plan::MachineSetAction::Create => {
@@ -181,11 +205,14 @@ pub async fn write(client: &Client, events: &Events, plan: &ClusterPlan, facts: 
                             }
                             _ => (
                                 Reason::MachineSetUpdated,
-                                format!("updated {} field(s) of MachineSet {name} {what}", change.fields.len()),
+                                format!("updated {} field(s) of MachineSet {name} {what}", change.fields.len())
+                                    .trim_end()
+                                    .to_owned()
+                                    + &taken_note(taken_over),
                             ),
                         }
                     }
-                    (MachineSetStep::Conflict { .. }, _) => continue,
+                    (MachineSetStep::Conflict(_), _) => continue,
                 };
                 events.publish(Regarding::MachineSet(name, &uid), reason, note.trim_end().to_owned()).await;
             }
@@ -201,6 +228,15 @@ pub async fn write(client: &Client, events: &Events, plan: &ClusterPlan, facts: 
         reports.push(WriteReport { target, outcome });
     }
     reports
+}
+
+/// `; took over <field> owned by <manager>, …` for a forced apply.
+fn taken_note(taken_over: &[FieldConflict]) -> String {
+    if taken_over.is_empty() {
+        return String::new();
+    }
+    let fields: Vec<String> = taken_over.iter().map(ToString::to_string).collect();
+    format!("; took over {}", fields.join("; "))
 }
 
 fn uid_of(facts: &ClusterFacts, name: &str) -> String {

@@ -126,10 +126,17 @@ fn denied(message: &str) -> Option<(&str, &str)> {
     (!verb.contains(' ')).then_some((verb, resource))
 }
 
+/// The advice of a server-side apply's 409 (`Apply failed with N
+/// conflict(s)`): a field another field manager owns, not a stale read.
+const APPLY_CONFLICT: &str = "another field manager owns a field winfleet sets, with another value; \
+                              nothing is overwritten (docs/cluster.md, MachineSets)";
+
 /// The plain sentence: `<class>: cannot <verb> <resource> [<object>]:
 /// <advice> (<code> <reason>: <the API server's message>)`.
 pub fn sentence(answer: &Answer<'_>, request: Option<&Request<'_>>) -> String {
     let class = classify(answer.code, answer.reason);
+    let apply_conflict = class == Class::Conflict && answer.message.starts_with("Apply failed with ");
+    let advice = if apply_conflict { APPLY_CONFLICT } else { class.advice() };
     let (verb, resource, object) = match request {
         Some(r) => (r.verb, r.resource, r.object.unwrap_or_default()),
         None => match denied(answer.message) {
@@ -144,7 +151,19 @@ pub fn sentence(answer: &Answer<'_>, request: Option<&Request<'_>>) -> String {
         (true, false) => format!("{what}: "),
         (true, true) => String::new(),
     };
-    format!("{class}: {asked}{} ({} {}: {})", class.advice(), answer.code, answer.reason, answer.message)
+    format!("{class}: {asked}{advice} ({} {}: {})", answer.code, answer.reason, answer.message)
+}
+
+/// The field and message of each `FieldManagerConflict` cause of a
+/// server-side apply's 409 (`.spec.replicas`, `conflict with "kubectl-edit"
+/// using machine.openshift.io/v1beta1`); empty for any other error.
+pub fn field_conflicts(e: &kube::Error) -> Vec<(String, String)> {
+    let kube::Error::Api(status) = e else { return Vec::new() };
+    if classify(status.code, &status.reason) != Class::Conflict {
+        return Vec::new();
+    }
+    let causes = status.details.iter().flat_map(|d| &d.causes);
+    causes.filter(|c| c.reason == "FieldManagerConflict").map(|c| (c.field.clone(), c.message.clone())).collect()
 }
 
 /// The class of a `kube::Error`.
@@ -235,6 +254,31 @@ mod tests {
             "nodes is forbidden: User \"u\" cannot list resource \"nodes\" in API group \"\" at the cluster scope";
         let text = sentence(&Answer { details: ("nodes", ""), ..answer(403, "Forbidden", list) }, None);
         assert!(text.starts_with("forbidden: cannot list nodes: "), "{text}");
+    }
+
+    #[test]
+    fn an_apply_conflict_says_whose_field_it_is_not_that_the_object_changed() {
+        // kube-apiserver v1.37.2's words for a non-forced apply against another manager's field.
+        let message = "Apply failed with 1 conflict: conflict with \"kubectl-edit\" using \
+                       machine.openshift.io/v1beta1: .spec.replicas";
+        let request = Request { verb: "patch", resource: "machinesets", object: Some("openshift-machine-api/winb") };
+        let text = sentence(&answer(409, "Conflict", message), Some(&request));
+        assert!(
+            text.starts_with(
+                "conflict: cannot patch machinesets openshift-machine-api/winb: another field manager owns"
+            ),
+            "{text}"
+        );
+        assert!(text.ends_with(": .spec.replicas)"), "{text}");
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "code": 409, "reason": "Conflict", "message": message,
+            "details": {"causes": [{"reason": "FieldManagerConflict", "field": ".spec.replicas",
+                                    "message": "conflict with \"kubectl-edit\" using machine.openshift.io/v1beta1"}]},
+        }))
+        .unwrap();
+        let causes = field_conflicts(&kube::Error::Api(Box::new(status)));
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].0, ".spec.replicas");
     }
 
     #[test]

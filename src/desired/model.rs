@@ -68,6 +68,10 @@ pub struct MachineSetDesired {
     /// Whether an existing MachineSet of that name that winfleet does not
     /// manage may be taken over (`winfleet.io/adopt: "true"`).
     pub adopt: bool,
+    /// Whether fields another field manager owns are taken over (a forced
+    /// apply) instead of reported as conflicts
+    /// (`winfleet.io/force-fields: "true"`).
+    pub force_fields: bool,
     /// The whole object, namespace filled in, as it will be applied.
     pub object: Value,
     /// The file that holds it.

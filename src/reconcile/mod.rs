@@ -132,13 +132,14 @@ pub async fn round<H: Host>(
         })
         .collect();
     let machine_sets = options.whole_fleet.then_some(&desired.machine_sets);
-    let plan = cluster_apply::plan(byoh.iter().copied(), machine_sets, &facts, &associations);
-    report.set_plan(&plan);
+    let mut plan = cluster_apply::plan(byoh.iter().copied(), machine_sets, &facts, &associations);
     let events = Events::new(cluster.client.clone());
-    // The dry run is sent in a plan too: a plan shows what the API would refuse.
+    // The dry run is sent in a plan too: a plan shows what the API would
+    // refuse, and a MachineSet field conflict it finds joins the plan.
     if plan.has_writes() {
-        report.rejected = cluster_apply::dry_run(&cluster.client, &plan).await;
+        report.rejected = cluster_apply::dry_run(&cluster.client, &mut plan).await;
     }
+    report.set_plan(&plan);
     let writable = !options.dry_run && report.rejected.is_empty();
     if !options.dry_run && !report.rejected.is_empty() {
         publish_rejections(&events, &report, &facts).await;

@@ -11,7 +11,8 @@ use crate::cluster::approve::{CsrOutcome, CsrReport};
 use crate::cluster::deconfigure::{DeconfigureReport, DeconfigureResult};
 use crate::cluster::join::{JoinReport, JoinResult};
 use crate::cluster::keys::{KeyReport, KeyResult};
-use crate::cluster::machinesets::MachineSetStep;
+pub use crate::cluster::machinesets::Conflict;
+use crate::cluster::machinesets::{MachineSetStep, ownership::FieldConflict};
 use crate::cluster::rollout::{RebootReport, RebootResult};
 use crate::cluster::upgrade::{UpgradeReport, UpgradeResult};
 use crate::engine::report::FORMAT_VERSION;
@@ -94,16 +95,6 @@ pub struct Unassociated {
     pub reason: String,
 }
 
-/// A MachineSet winfleet leaves alone.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Conflict {
-    /// Name.
-    pub name: String,
-    /// Why.
-    pub reason: String,
-}
-
 /// A MachineSet change.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -114,6 +105,9 @@ pub struct MachineSetReport {
     /// `None` in a dry run or when nothing was written.
     #[serde(flatten)]
     pub outcome: Option<Outcome>,
+    /// Fields of another manager a forced apply takes over (adoption, `winfleet.io/force-fields`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub taken_over: Vec<FieldConflict>,
 }
 
 /// A Node metadata change.
@@ -137,11 +131,10 @@ impl ClusterReport {
         for step in &plan.machine_sets {
             match step {
                 MachineSetStep::Apply { change, .. } | MachineSetStep::Delete { change, .. } => {
-                    self.machine_sets.push(MachineSetReport { change: change.clone(), outcome: None });
+                    let (change, taken_over) = (change.clone(), step.taken_over().to_vec());
+                    self.machine_sets.push(MachineSetReport { change, outcome: None, taken_over });
                 }
-                MachineSetStep::Conflict { name, reason } => {
-                    self.conflicts.push(Conflict { name: name.clone(), reason: reason.clone() });
-                }
+                MachineSetStep::Conflict(conflict) => self.conflicts.push(conflict.clone()),
             }
         }
         self.nodes = plan
@@ -265,6 +258,9 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
                 let show = |v: &Option<serde_json::Value>| v.as_ref().map_or_else(|| "(absent)".to_owned(), show_value);
                 let _ = writeln!(out, "      {}: {} -> {}", field.pointer, show(&field.from), show(&field.to));
             }
+        }
+        for taken in &ms.taken_over {
+            let _ = writeln!(out, "      takes over {taken}");
         }
     }
     for conflict in &c.conflicts {

@@ -5,6 +5,7 @@
 //! | no cluster part (SSH-only, or a node-only round)  | kept (Unknown at first) | kept     | kept        |
 //! | the cluster could not be read                     | Failed      | `ClusterUnavailable` | `transient` |
 //! | a MachineSet of that name winfleet does not manage| Conflict    | `NotManaged`         | `invalid`, Stalled |
+//! | fields it sets that another field manager owns    | Conflict    | `FieldConflict`      | `invalid`, Stalled |
 //! | the API rejected it in the dry run                | Failed      | `Rejected`           | `invalid`, Stalled |
 //! | the write failed                                  | Failed      | `ApplyFailed`        | `transient` |
 //! | a change not written (another write was rejected) | Progressing | `NotWritten`         | —           |
@@ -31,7 +32,8 @@ pub fn machine_set(name: &str, ctx: Context<'_>) -> Option<Verdict<MachineSetPha
     }
     if let Some(c) = cluster.conflicts.iter().find(|c| c.name == name) {
         let message = format!("left alone: {}", c.reason);
-        return Some(Verdict::error(Conflict, "NotManaged", message, ErrorClass::Invalid).stalled());
+        let reason = if c.fields.is_empty() { "NotManaged" } else { "FieldConflict" };
+        return Some(Verdict::error(Conflict, reason, message, ErrorClass::Invalid).stalled());
     }
     if let Some(w) = cluster.rejected.iter().find(|w| w.target == format!("MachineSet/{name}")) {
         let message = format!("the API rejected it in the dry run: {}", w.outcome);

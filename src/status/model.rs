@@ -170,7 +170,8 @@ pub enum MachineSetPhase {
     Progressing,
     /// Drift found in `warn` drift mode: listed, nothing changed.
     Drifted,
-    /// A MachineSet of that name exists that winfleet does not manage.
+    /// A MachineSet of that name exists that winfleet does not manage, or
+    /// fields it sets are another field manager's: nothing written.
     Conflict,
     /// The write failed, the API rejected it, or the cluster could not be read.
     Failed,

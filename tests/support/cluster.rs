@@ -39,6 +39,10 @@ impl Repo {
         std::fs::write(path, content).unwrap();
     }
 
+    pub fn remove(&self, rel: &str) {
+        std::fs::remove_file(self.dir.path().join(rel)).unwrap();
+    }
+
     pub fn machine_set(&self, name: &str, replicas: i64, adopt: bool) {
         let template =
             std::fs::read_to_string(super::root().join("examples-repo/machinesets/winworker-aws.yaml")).unwrap();

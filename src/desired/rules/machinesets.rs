@@ -18,6 +18,11 @@ pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
 /// cluster winfleet may take over.
 pub const ADOPT_ANNOTATION: &str = "winfleet.io/adopt";
 
+/// Marks a repository MachineSet whose values win over another field
+/// manager's: the fields they own are taken over (reported) instead of
+/// reported as conflicts and left.
+pub const FORCE_FIELDS_ANNOTATION: &str = "winfleet.io/force-fields";
+
 /// The user-data secret WMCO maintains (WMCO-SPEC 5).
 pub const USER_DATA_SECRET: &str = "windows-user-data";
 
@@ -88,6 +93,7 @@ pub fn collect(docs: &[Doc<MachineSet>], diagnostics: &mut Vec<Diagnostic>) -> B
                 namespace: MACHINE_API_NAMESPACE.into(),
                 replicas: ms.spec.replicas,
                 adopt: ms.metadata.annotations.get(ADOPT_ANNOTATION).is_some_and(|v| v == "true"),
+                force_fields: ms.metadata.annotations.get(FORCE_FIELDS_ANNOTATION).is_some_and(|v| v == "true"),
                 object,
                 origin: doc.path.clone(),
             },
