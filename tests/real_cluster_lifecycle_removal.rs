@@ -17,6 +17,7 @@ use lifecycle_real::{NodeHistory, events, is_ready, join, list_only, pods_on};
 use support::controlplane::Backend;
 use support::join::{Bench, bench, logs};
 use winfleet::cluster::deconfigure::DeconfigureResult;
+use winfleet::cluster::join::JoinResult;
 use winfleet::engine::report::NodeResult;
 
 #[test]
@@ -103,6 +104,22 @@ async fn too_many_removed_removes_none_and_one_removed_is_deconfigured(mut bench
     let quiet =
         next.nodes.iter().all(|n| matches!(&n.result, NodeResult::Done { operations, .. } if operations.is_empty()));
     assert!(quiet, "{}", next.render_text());
+
+    // Listed again, the host joins again: a new client CSR for the same
+    // node name, signed, and the Node registered anew by its kubelet.
+    list_only(&mut bench, &[0, 1, 2]);
+    let again = bench.round().await;
+    let joins = &again.cluster.as_ref().unwrap().joins;
+    assert!(
+        matches!(&joins[..], [j] if j.node.as_deref() == Some("win-r1") && j.result == JoinResult::Joined),
+        "{}\n{}",
+        again.render_text(),
+        logs(&bench.fleet)
+    );
+    let node = bench.node("win-r1").await;
+    assert!(is_ready(&node), "{:#}", node["status"]);
+    assert_ne!(node["metadata"]["uid"], nodes[0]["metadata"]["uid"], "a new Node object");
+    assert_ne!(node["spec"]["unschedulable"], true);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

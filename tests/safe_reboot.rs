@@ -380,7 +380,7 @@ async fn a_drain_that_times_out_uncordons_and_the_rollout_goes_on() {
     );
     assert_eq!(reports[1].result, RebootResult::Rebooted { evicted: 0, resumed: false });
     let win1 = api.get("v1", "Node", None, "win-1").unwrap();
-    assert_eq!(win1["spec"]["unschedulable"], false, "nothing was disrupted: uncordoned");
+    assert_ne!(win1["spec"]["unschedulable"], true, "nothing was disrupted: uncordoned");
     assert!(win1["metadata"]["annotations"].get(REBOOTING_ANNOTATION).is_none());
     assert!(win1["metadata"]["annotations"].get(REBOOT_REQUIRED_ANNOTATION).is_some(), "the reboot is still owed");
 }

@@ -12,6 +12,10 @@
 //!   (base64-encoded, over a key of the same name) and never stored, so a
 //!   reader of `data` finds what was written as text
 //!   (tests/real_cluster_import.rs).
+//! - A Node's `spec.unschedulable` is a Go bool with `omitempty`: `false`
+//!   (an uncordon's merge patch) is not stored, so a reader finds the
+//!   field absent, as on a Node never cordoned
+//!   (tests/real_cluster_lifecycle.rs).
 
 use base64::Engine;
 use serde_json::{Map, Value};
@@ -34,6 +38,12 @@ fn fields(res: &Resource) -> &'static [&'static str] {
 pub(crate) fn decode(res: &Resource, v: &mut Value) -> Result<(), ApiError> {
     if (res.group, res.kind) == ("", "Secret") {
         string_data(v);
+    }
+    if (res.group, res.kind) == ("", "Node")
+        && let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut)
+        && spec.get("unschedulable") == Some(&Value::Bool(false))
+    {
+        spec.remove("unschedulable");
     }
     micro_times(res, v)
 }
