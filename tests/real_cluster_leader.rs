@@ -213,6 +213,9 @@ async fn clean_shutdown(backend: Backend) {
     let Some((api, fleet, remote, a, b)) = two_daemons(backend).await else { return };
     let before = lease(&api).await.unwrap();
     let a_identity = holder(&before).to_owned();
+    // Pushed before the stop (a polls hourly: it never sees it), so the
+    // round b runs on taking over, which may come at once, applies it.
+    let change = remote.push(&[("mirrors.yaml", &mirrors("mirror2.corp.example/quay"))], &[], "new mirror");
     let stopping = Instant::now();
     let (status, a_lines) = stop(a).await;
     assert!(status.success(), "a stopped cleanly: {a_lines:#?}");
@@ -224,7 +227,6 @@ async fn clean_shutdown(backend: Backend) {
         assert_eq!(after["spec"]["leaseDurationSeconds"], json!(1), "{after}");
         assert_eq!(transitions(&after), transitions(&before), "a release is no transition");
     }
-    let change = remote.push(&[("mirrors.yaml", &mirrors("mirror2.corp.example/quay"))], &[], "new mirror");
     let taken = until_lease(&api, "b takes over", |l| holder(l).starts_with("winfleet-b-")).await;
     eprintln!(
         "figure ({backend:?}): leader stopped by SIGTERM to the follower holding the Lease: {:.1} s",
