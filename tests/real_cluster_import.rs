@@ -12,9 +12,10 @@
 //! what WMCO wrote on them: hosts.toml in WMCO's exact format (WMCO-SPEC
 //! section 1.7, written here by hand, not by winfleet) and the proxy
 //! variables from the Proxy's status. The plan of the imported repository
-//! must then change nothing on the hosts and nothing in the cluster but
-//! winfleet's record of the Node keys it manages (its first write to a
-//! Node it never touched).
+//! must then change no file content and no Node; what it does plan is what
+//! winfleet does differently by design: its marker in each registry
+//! directory it adopts, its annotation and label on the MachineSet it
+//! adopts, and its own user-data script ([`check_plan`]).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
