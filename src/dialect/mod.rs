@@ -16,6 +16,7 @@
 
 pub mod posix;
 pub mod posix_lifecycle;
+pub mod posix_lifecycle_apply;
 pub mod powershell;
 pub mod powershell_lifecycle;
 

@@ -22,6 +22,7 @@
 use std::fmt::Write;
 
 use super::posix_lifecycle::{self, ObserveList};
+use super::posix_lifecycle_apply;
 use super::{Script, b64, env_indexes};
 use crate::lifecycle::change::LifecycleChange;
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION, NodeFacts};
@@ -105,7 +106,7 @@ fi
 /// The preparation script of the lifecycle changes (directories and upload
 /// staging), when there is anything to prepare.
 pub fn prepare(spec: &NodeSpec, lifecycle: &[(usize, &LifecycleChange<'_>)]) -> Option<Script> {
-    let body = posix_lifecycle::prepare(spec.lifecycle.as_deref()?, lifecycle)?;
+    let body = posix_lifecycle_apply::prepare(spec.lifecycle.as_deref()?, lifecycle)?;
     let mut s = PRELUDE.to_owned();
     s.push_str(APPLY_HELPERS);
     let _ = writeln!(s, "t {OUTCOMES_MARKER} {OUTCOMES_VERSION}");
@@ -202,7 +203,7 @@ r() {
         }
     }
     if let Some(spec) = spec.lifecycle.as_deref().filter(|_| !lifecycle.is_empty()) {
-        s.push_str(&posix_lifecycle::apply(spec, lifecycle));
+        s.push_str(&posix_lifecycle_apply::apply(spec, lifecycle));
     }
     s.push_str(EPILOGUE);
     Script { command: COMMAND, input: s }
