@@ -63,6 +63,14 @@ async fn plan_live_and_apply_once_work_with_the_deploy_service_account_alone() {
         .map(|m| m["manager"].as_str().unwrap())
         .collect();
     assert_eq!(managers, ["winfleet"]);
+    // Windows node monitoring, kept with the Role winfleet-monitoring alone.
+    for (api_version, kind) in [("v1", "Service"), ("v1", "Endpoints"), ("monitoring.coreos.com/v1", "ServiceMonitor")]
+    {
+        let kept = plane.get(api_version, kind, Some("winfleet"), "windows-exporter").await;
+        assert!(kept.is_some(), "{kind} windows-exporter kept by the ServiceAccount\nstderr:\n{err}");
+    }
+    let namespace = plane.get("v1", "Namespace", None, "winfleet").await.unwrap();
+    assert_eq!(namespace["metadata"]["labels"]["openshift.io/cluster-monitoring"], "true");
 
     let (code, out, err) = winfleet(args(&["plan", "--live"])).await;
     assert_eq!(code, 0, "in sync after apply\nstdout:\n{out}\nstderr:\n{err}");

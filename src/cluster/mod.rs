@@ -12,6 +12,8 @@
 //!   object), the one place API errors become words.
 //! - [`apply`]: the whole plan sent with `dryRun=All` first, then written,
 //!   with an Event per change and failure ([`events`]).
+//! - [`monitoring`]: the Service, Endpoints and ServiceMonitor for the
+//!   Windows nodes' windows_exporter, as WMCO's metric controller kept them.
 //! - [`drain`] and [`rollout`]: cordon, drain through the Eviction API,
 //!   reboot over SSH, wait, uncordon; at most `maxUnavailable` at a time.
 
@@ -30,6 +32,7 @@ pub mod keys;
 pub mod machinesets;
 pub mod material;
 pub mod metadata;
+pub mod monitoring;
 pub mod observe;
 pub mod rollout;
 pub mod slots;

@@ -197,6 +197,8 @@ pub async fn round<H: Host>(
         // left unfinished are always finished.
         report.reboots = reboots(&context, host, &all, &nodes, writable, options, &still_disrupted).await;
     }
+    // Windows node monitoring follows the Nodes as this round left them.
+    crate::cluster::monitoring::keep(&cluster.client, options.dry_run).await;
     RoundReport { dry_run: options.dry_run, nodes, cluster: Some(report) }
 }
 

@@ -244,6 +244,44 @@ pub(crate) static RESOURCES: &[Resource] = &[
         status: Status::No,
         fields: &[],
     },
+    // Windows node monitoring (src/cluster/monitoring/): winfleet's namespace,
+    // the windows-exporter Service, Endpoints and ServiceMonitor.
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "Namespace",
+        plural: "namespaces",
+        namespaced: false,
+        status: Status::Yes,
+        fields: &[],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "Service",
+        plural: "services",
+        namespaced: true,
+        status: Status::Yes,
+        fields: &[],
+    },
+    Resource {
+        group: "",
+        version: "v1",
+        kind: "Endpoints",
+        plural: "endpoints",
+        namespaced: true,
+        status: Status::No,
+        fields: &[],
+    },
+    Resource {
+        group: "monitoring.coreos.com",
+        version: "v1",
+        kind: "ServiceMonitor",
+        plural: "servicemonitors",
+        namespaced: true,
+        status: Status::Crd,
+        fields: &[],
+    },
 ];
 
 /// The resource served under `group`/`version` as `plural`.
@@ -298,6 +336,7 @@ pub(crate) fn parse_path(path: &str) -> Option<Target> {
         Some("status") if res.has_status() => {}
         Some("eviction") if res.group.is_empty() && res.plural == "pods" => {}
         Some("approval") if res.plural == "certificatesigningrequests" => {}
+        Some("scale") if super::scale::served(res) => {}
         Some(_) => return None,
     }
     Some(Target { res, namespace, name, subresource: sub })
