@@ -436,3 +436,47 @@ async fn adoption_against_the_in_memory_server() {
     let api = TestApi::start(Backend::InMemory).await.unwrap();
     adoption_takes_the_fields_over_once(&api).await;
 }
+
+/// An autoscaler (or `kubectl scale`) writes replicas through the `scale`
+/// subresource: a repository that sets replicas conflicts with it, named
+/// with its subresource; a repository that leaves replicas out leaves them
+/// to it, and nothing conflicts.
+async fn the_scale_subresource_owns_replicas(api: &TestApi) {
+    let repo = Repo::new();
+    machine_set(&repo, "winb", 1, "m5a.large", &[]);
+    assert_eq!(actions(&round(api, &repo, false).await), ["winb Create"]);
+    let autoscaler = PatchParams { field_manager: Some("cluster-autoscaler".into()), ..Default::default() };
+    let three = Patch::Merge(json!({"spec": {"replicas": 3}}));
+    let scaled = machine_sets(api).patch_scale("winb", &autoscaler, &three).await.unwrap();
+    assert_eq!(scaled.spec.unwrap().replicas, Some(3));
+    let entries = get(api, "winb").await.unwrap()["metadata"]["managedFields"].clone();
+    let scale = entries.as_array().unwrap().iter().find(|e| e["manager"] == "cluster-autoscaler").unwrap();
+    assert_eq!((scale["operation"].as_str(), scale["subresource"].as_str()), (Some("Update"), Some("scale")));
+    assert_eq!(scale["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
+
+    let plan = round(api, &repo, true).await;
+    assert_eq!(conflicts(&plan), ["winb: /spec/replicas by \"cluster-autoscaler\" (Update, subresource scale)"]);
+
+    let text = std::fs::read_to_string(support::root().join("examples-repo/machinesets/winworker-aws.yaml")).unwrap();
+    repo.write(
+        "machinesets/winb.yaml",
+        &text.replace("prod-7xk2p-windows-us-east-1a", "winb").replace("  replicas: 1\n", ""),
+    );
+    let report = round(api, &repo, false).await;
+    assert!(conflicts(&report).is_empty(), "{:?}", conflicts(&report));
+    assert_eq!(get(api, "winb").await.unwrap()["spec"]["replicas"], 3, "the autoscaler's");
+    let again = round(api, &repo, true).await;
+    assert!(conflicts(&again).is_empty() && actions(&again).is_empty(), "{again:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scale_subresource_against_the_real_server() {
+    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    the_scale_subresource_owns_replicas(&api).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_scale_subresource_against_the_in_memory_server() {
+    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    the_scale_subresource_owns_replicas(&api).await;
+}

@@ -79,8 +79,8 @@
 //! - Deletion is immediate: no graceful termination, finalizers, or
 //!   garbage collection of dependents; deleteCollection is 405.
 //! - PUT never creates; no defaulting of built-in types, no schema
-//!   validation (custom resources are pruned and defaulted only), no RBAC, no
-//!   scale subresource, no namespaces resource, no Table output, no
+//!   validation (custom resources are pruned and defaulted only), no RBAC,
+//!   `scale` for MachineSets only (`scale.rs`), no namespaces resource, no Table output, no
 //!   protobuf. Periodic watch bookmarks are not sent.
 //! - Admission is a test hook (`reject`), called under the store lock: it
 //!   must not call back into the ApiServer.
@@ -101,6 +101,7 @@ mod managed;
 mod ops;
 mod resources;
 mod routes;
+mod scale;
 mod selectors;
 mod status;
 mod store;

@@ -17,7 +17,7 @@ use super::resources::{Target, parse_path};
 use super::selectors::Selector;
 use super::status::{ApiError, bad_request, internal, method_not_allowed, no_route, not_found};
 use super::watch::{self, WatchSpec};
-use super::{csr, identity};
+use super::{csr, identity, scale};
 
 /// The API server as an axum router (a tower Service).
 pub(crate) fn router(server: ApiServer) -> Router {
@@ -248,6 +248,14 @@ fn dispatch(
                 }
             }
             Ok(json_response(200, &written))
+        }
+        (Method::GET, Some(n), Some("scale")) if scale::served(res) => {
+            Ok(json_response(200, &scale::of(st.get(res, namespace.as_deref(), n).ok_or_else(|| not_found(res, n))?)))
+        }
+        (Method::PUT | Method::PATCH, Some(n), Some("scale")) if scale::served(res) => {
+            let old = scale::of(st.get(res, namespace.as_deref(), n).ok_or_else(|| not_found(res, n))?);
+            let new = if method == Method::PUT { body } else { ops::patched(&old, patch_type(content_type)?, bytes)? };
+            Ok(json_response(200, &scale::write(&mut st, &opts, n, &new)?))
         }
         (Method::POST, Some(n), Some("eviction")) => {
             Ok(json_response(201, &eviction::evict(&mut st, &opts, n, &body)?))
