@@ -2,14 +2,17 @@
 //! kube-apiserver v1.37.2 (Node,RBAC authorization): the ServiceAccount
 //! `winfleet`, its ClusterRole and Roles from deploy/base/rbac.yaml applied
 //! as they are, a token from the TokenRequest API, never cluster-admin.
-//! `winfleet plan --live` and `apply --once` create a MachineSet with it.
+//! `winfleet plan --live` and `apply --once` create a MachineSet with it,
+//! and the `RevisionUntrusted` Event on the daemon's own Pod is stored
+//! (Role winfleet-pod-events; tests/real_cluster_rbac_missing_rule.rs
+//! shows it refused without that Role).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
 mod support;
 
 use support::controlplane::ControlPlane;
-use support::identity::{install_identity, repo, service_account_token, winfleet};
+use support::identity::{install_identity, pod_event_allowed, repo, service_account_token, winfleet};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_live_and_apply_once_work_with_the_deploy_service_account_alone() {
@@ -74,4 +77,9 @@ async fn plan_live_and_apply_once_work_with_the_deploy_service_account_alone() {
 
     let (code, out, err) = winfleet(args(&["plan", "--live"])).await;
     assert_eq!(code, 0, "in sync after apply\nstdout:\n{out}\nstderr:\n{err}");
+
+    assert!(
+        pod_event_allowed(&plane, &token, "winfleet-7d9f-abcde").await,
+        "the RevisionUntrusted Event on winfleet's Pod, with deploy/'s rules alone"
+    );
 }

@@ -66,3 +66,24 @@ pub async fn winfleet(args: Vec<String>) -> (i32, String, String) {
     .await
     .unwrap()
 }
+
+/// Publishes, as deploy/'s ServiceAccount, the `RevisionUntrusted` Event the
+/// daemon puts on its own Pod (daemon/round/verify.rs, through
+/// cluster/events.rs), and returns whether the API server stored it (read
+/// back as the admin: a refused Event is logged by winfleet, never returned).
+pub async fn pod_event_allowed(plane: &ControlPlane, token: &str, pod: &str) -> bool {
+    use k8s_openapi::api::events::v1::Event;
+    use winfleet::cluster::events::{Events, Reason, Regarding};
+
+    let client = plane.client_with_token(token).await;
+    let note = format!("revision 0123456 is not applied: unsigned ({pod})");
+    Events::new(client).publish(Regarding::Pod("winfleet", pod), Reason::RevisionUntrusted, note).await;
+    let events: Api<Event> = Api::namespaced(plane.client(), "winfleet");
+    let listed = events.list(&Default::default()).await.unwrap();
+    listed.items.iter().any(|e| {
+        let regarding = e.regarding.as_ref();
+        e.reason.as_deref() == Some("RevisionUntrusted")
+            && regarding.and_then(|r| r.kind.as_deref()) == Some("Pod")
+            && regarding.and_then(|r| r.name.as_deref()) == Some(pod)
+    })
+}
