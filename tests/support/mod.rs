@@ -137,4 +137,5 @@ pub mod kubelet;
 pub mod powershell;
 pub mod registry;
 pub mod remote;
+pub mod status;
 pub mod systemd_unit;
