@@ -37,6 +37,7 @@ pub mod observe;
 pub mod rollout;
 pub mod slots;
 pub mod upgrade;
+pub mod user_data;
 
 use std::collections::BTreeMap;
 

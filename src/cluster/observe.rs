@@ -26,6 +26,14 @@ pub fn proxy_resource() -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("config.openshift.io", "v1", "Proxy"), "proxies")
 }
 
+/// `config.openshift.io/v1` Infrastructure (the cloud platform).
+pub fn infrastructure_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("config.openshift.io", "v1", "Infrastructure"),
+        "infrastructures",
+    )
+}
+
 /// The label selecting Windows Nodes.
 pub const WINDOWS_NODES: &str = "kubernetes.io/os=windows";
 /// The label selecting Windows Machines (WMCO-SPEC 6).

@@ -103,9 +103,10 @@ pub fn candidates<'a>(
     (joining, held)
 }
 
-/// Listed (BYOH) instances → the host names observed this round.
-pub fn host_names(byoh: &[&Instance], reports: &[NodeReport]) -> BTreeMap<String, String> {
-    byoh.iter()
+/// Instances (listed and Machine-backed) → the host names observed this round.
+pub fn host_names(instances: &[&Instance], reports: &[NodeReport]) -> BTreeMap<String, String> {
+    instances
+        .iter()
         .filter_map(|i| {
             let host = reports.iter().find(|r| r.address == i.address)?.hostname.clone()?;
             Some((i.address.clone(), host))

@@ -20,10 +20,13 @@
 mod changes;
 mod leaving;
 mod lifecycle;
+pub mod machines;
+#[cfg(test)]
+mod machines_tests;
+mod machines_text;
 pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 
 use crate::cluster::apply as cluster_apply;
 use crate::cluster::associate::{Association, associate, resolve_all};
@@ -32,6 +35,7 @@ use crate::cluster::events::{Events, Reason, Regarding};
 use crate::cluster::join::{self, JoinOptions};
 use crate::cluster::material;
 use crate::cluster::upgrade::UpgradeResult;
+use crate::cluster::user_data;
 use crate::lifecycle::{LifecycleSpec, PayloadState};
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +46,7 @@ use crate::engine::host::Host;
 use crate::engine::report::{NodeReport, NodeResult};
 use crate::engine::{self, NodeContext, RoundOptions};
 use crate::ssh::Pool;
+use machines::Outcomes;
 use report::{ClusterReport, RoundReport, Unassociated};
 
 /// How a round runs.
@@ -95,7 +100,7 @@ pub async fn round<H: Host>(
     // configures them alike): their files and proxy converge, and their
     // reboots share the maxUnavailable budget with BYOH nodes.
     let machines = match (&facts, options.whole_fleet) {
-        (Some(f), true) => machine_instances(desired, f, instances),
+        (Some(f), true) => machines::machine_instances(desired, f, instances),
         _ => Vec::new(),
     };
     // A repository with a services manifest manages the lifecycle even with
@@ -150,10 +155,18 @@ pub async fn round<H: Host>(
         let outcomes = cluster_apply::write(&cluster.client, &events, &plan, &facts).await;
         report.set_outcomes(outcomes);
     }
+    if options.whole_fleet {
+        let (key, fingerprint) = (pool.public_key_line(), pool.public_key_fingerprint());
+        report.machines.user_data = user_data::reconcile(&cluster.client, &key, &fingerprint, !writable).await;
+    }
     let contexts = lifecycle::contexts(&all, &facts, &associations);
     let nodes = node_round(pool, &all, options, &contexts, on_node).await;
+    let machine_addresses: BTreeSet<String> = machines.iter().map(|m| m.address.clone()).collect();
+    let (nodes, waiting) = machines::split_waiting(nodes, &machine_addresses, &facts);
     if lifecycle_on {
-        let hosts = lifecycle::host_names(byoh, &nodes);
+        // Machines' host names too: their kubelets' CSRs are approved by
+        // exact host name, as a BYOH host's are.
+        let hosts = lifecycle::host_names(&all, &nodes);
         let (candidates, held) = lifecycle::candidates(&all, &contexts, &nodes, &resolved, byoh.len());
         if options.dry_run {
             report.joins = candidates.iter().map(|c| lifecycle::preview(c, &contexts)).chain(held).collect();
@@ -185,6 +198,23 @@ pub async fn round<H: Host>(
     let (upgrades, slots) = changes::upgrades(&context, pool, upgrades, options).await;
     report.upgrades = upgrades;
     report.upgrade_slots = slots;
+    if options.whole_fleet {
+        let spec = desired.specs.get(&desired.fleet.default_shell).and_then(|s| s.lifecycle.as_deref());
+        let version = spec.map(|l| l.at_runtime(&options.payload, material.as_ref()).version);
+        let outcomes = Outcomes {
+            nodes: &nodes,
+            waiting: &waiting,
+            joins: &report.joins,
+            upgrades: &report.upgrades,
+            version: version.as_deref(),
+            replicas: desired
+                .machine_sets
+                .iter()
+                .map(|(name, set)| (name.clone(), set.replicas.and_then(|r| u64::try_from(r).ok())))
+                .collect(),
+        };
+        (report.machines.machines, report.machines.machine_sets) = machines::report(&facts, &outcomes);
+    }
     // Nodes an upgrade left out (cordoned, not back) hold reboot slots too.
     let still_disrupted: Vec<String> = report
         .upgrades
@@ -211,34 +241,6 @@ async fn node_round(
 ) -> Vec<NodeReport> {
     let node_options = RoundOptions { dry_run: options.dry_run, max_parallel: options.max_parallel };
     engine::round(pool, instances, node_options, &options.stop, contexts, on_node).await
-}
-
-/// Running Windows Machines with a Node and an InternalIP, as instances
-/// (WMCO-SPEC 6: user `Administrator`, `capi` on Azure; the Fleet's default
-/// port and shell), unless ignored or already listed as a BYOH instance.
-fn machine_instances(desired: &Desired, facts: &ClusterFacts, listed: &[&Instance]) -> Vec<Instance> {
-    let listed: BTreeSet<&str> = listed.iter().map(|i| i.address.as_str()).collect();
-    let shell = desired.fleet.default_shell;
-    let Some(spec) = desired.specs.get(&shell) else { return Vec::new() };
-    facts
-        .machines
-        .values()
-        .filter(|m| !m.ignored && m.phase.as_deref() == Some("Running") && m.node.is_some())
-        .filter_map(|m| {
-            let ip = m.internal_ip.clone()?;
-            (!listed.contains(ip.as_str()) && !desired.instances.contains_key(&ip)).then(|| Instance {
-                address: ip,
-                username: if m.azure { "capi" } else { "Administrator" }.to_owned(),
-                port: desired.fleet.default_port,
-                shell,
-                labels: BTreeMap::new(),
-                annotations: BTreeMap::new(),
-                taints: Vec::new(),
-                origin: format!("Machine {}", m.name),
-                spec: Arc::clone(spec),
-            })
-        })
-        .collect()
 }
 
 async fn publish_rejections(events: &Events, report: &ClusterReport, facts: &ClusterFacts) {

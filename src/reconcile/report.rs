@@ -6,11 +6,13 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
+use super::machines::MachinesReport;
+use super::machines_text::{render_keys, render_machines};
 use crate::cluster::apply::{ClusterPlan, WriteReport};
 use crate::cluster::approve::{CsrOutcome, CsrReport};
 use crate::cluster::deconfigure::{DeconfigureReport, DeconfigureResult};
 use crate::cluster::join::{JoinReport, JoinResult};
-use crate::cluster::keys::{KeyReport, KeyResult};
+use crate::cluster::keys::KeyReport;
 pub use crate::cluster::machinesets::Conflict;
 use crate::cluster::machinesets::{MachineSetStep, ownership::FieldConflict};
 use crate::cluster::rollout::{RebootReport, RebootResult};
@@ -83,6 +85,9 @@ pub struct ClusterReport {
     /// Machines replaced (listed first).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub keys: Vec<KeyReport>,
+    /// The Machine side: the user-data Secret, each Machine, each MachineSet's counts.
+    #[serde(skip_serializing_if = "MachinesReport::is_empty")]
+    pub machines: MachinesReport,
 }
 
 /// An instance without a Node.
@@ -171,11 +176,16 @@ impl ClusterReport {
             || self.material_error.is_some()
             || self.joins.iter().any(|j| matches!(j.result, JoinResult::Failed { .. }))
             || self.upgrades.iter().any(|u| matches!(u.result, UpgradeResult::Failed { .. }))
+            || self.machines.failed()
     }
 
     /// Whether the plan changes anything.
     pub fn has_changes(&self) -> bool {
-        !self.machine_sets.is_empty() || !self.nodes.is_empty() || !self.joins.is_empty() || !self.upgrades.is_empty()
+        !self.machine_sets.is_empty()
+            || !self.nodes.is_empty()
+            || !self.joins.is_empty()
+            || !self.upgrades.is_empty()
+            || self.machines.has_changes()
     }
 }
 
@@ -218,32 +228,13 @@ fn outcome_suffix(outcome: Option<&Outcome>) -> String {
     outcome.map(|o| format!(": {o}")).unwrap_or_default()
 }
 
-/// Key rotation first: Machine replacements take longest.
-fn render_keys(out: &mut String, keys: &[KeyReport], dry_run: bool) {
-    let will = |done: bool| if done || !dry_run { "" } else { "to do: " };
-    for k in keys {
-        let what = match &k.result {
-            KeyResult::MachineReplaced { machine, done } => {
-                format!("{}replace Machine {machine} (deleted; its MachineSet creates a new one)", will(*done))
-            }
-            KeyResult::MachineWaiting { machine, reason } => format!("Machine {machine} waits: {reason}"),
-            KeyResult::HashUpdated { done } => format!("{}pub-key-hash set to the new key", will(*done)),
-            KeyResult::KeyRejected { authorized_key, fingerprint } => format!(
-                "the host REFUSES the fleet's new SSH key; add this public key to its authorized_keys: {authorized_key} \
-                 ({fingerprint}); left running"
-            ),
-            KeyResult::Failed { reason } => format!("FAILED: {reason}"),
-        };
-        let _ = writeln!(out, "  Key rotation {} ({}): {what}", k.node, k.address);
-    }
-}
-
 fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
     let _ = writeln!(out, "Cluster {}:", c.api);
     if let Some(error) = &c.error {
         let _ = writeln!(out, "  FAILED: {error}");
     }
     render_keys(out, &c.keys, dry_run);
+    render_machines(out, &c.machines, dry_run);
     for ms in &c.machine_sets {
         let change = &ms.change;
         let sign = match change.action {

@@ -5,11 +5,14 @@
 //! - [`mirrors`]: IDMS/ITMS entries merged per source registry.
 //! - [`hosts_toml`]: containerd hosts.toml, byte-exact.
 //! - [`pull_secret`]: registry credentials, redacted wherever shown.
+//! - [`user_data`]: the `windows-user-data` script new Windows Machines
+//!   boot with (OpenSSH and the fleet's public key).
 
 pub mod hosts_toml;
 pub mod mirrors;
 pub mod pull_secret;
 pub mod reference;
+pub mod user_data;
 
 use std::collections::BTreeMap;
 

@@ -134,6 +134,8 @@ pub mod identity;
 pub mod join;
 pub mod join_payload;
 pub mod kubelet;
+pub mod machine_bench;
+pub mod machine_provider;
 pub mod powershell;
 pub mod registry;
 pub mod remote;

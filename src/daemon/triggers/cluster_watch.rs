@@ -1,5 +1,7 @@
-//! The cluster watch: a Windows Node, or a Windows Machine that reaches
-//! `Running` with an address, that was not there before becomes a
+//! The cluster watch: a Windows Node, or a Windows Machine that appears
+//! or changes phase once it is `Provisioned` or `Running` with an address
+//! (issue 26: a Provisioned Machine is configured by winfleet, so it must
+//! not wait for a drift check), that was not there before becomes a
 //! [`Trigger::ClusterChange`] carrying its addresses, so the daemon
 //! reconciles that node at once instead of at the next drift check. A new
 //! pending kubelet CSR becomes a change without addresses (a whole-fleet
@@ -32,7 +34,7 @@ pub async fn run(client: Client, triggers: TriggerSender, shutdown: Cancellation
         .map(|e| e.map(|e| summarize(e, |n: Node| (n.name_any(), node_addresses(&n)))));
     let machine_events = watcher::watcher(machines, watcher::Config::default().labels(WINDOWS_MACHINES))
         .default_backoff()
-        .map(|e| e.map(|e| summarize(e, |m: DynamicObject| (m.name_any(), running_machine_addresses(&m)))));
+        .map(|e| e.map(|e| summarize(e, machine_summary)));
     let csrs: Api<CertificateSigningRequest> = Api::all(client_for_csrs);
     let csr_events = watcher::watcher(csrs, watcher::Config::default())
         .default_backoff()
@@ -143,17 +145,22 @@ fn node_addresses(node: &Node) -> Vec<String> {
     addresses.into_iter().flatten().map(|a| a.address.to_ascii_lowercase()).collect()
 }
 
-/// A Machine's addresses once it is Running (before that there is nothing
-/// to reach over SSH).
-fn running_machine_addresses(machine: &DynamicObject) -> Vec<String> {
-    let running = machine.data.pointer("/status/phase").and_then(|p| p.as_str()) == Some("Running");
+/// A Machine as its name and phase (so that a phase change reads as a new
+/// object) and its addresses once it is Provisioned or Running (before
+/// that there is nothing to reach over SSH; a Machine being deleted is not
+/// reconciled).
+fn machine_summary(machine: DynamicObject) -> (String, Vec<String>) {
+    let phase = machine.data.pointer("/status/phase").and_then(|p| p.as_str()).unwrap_or_default();
+    let deleting = machine.metadata.deletion_timestamp.is_some();
+    let reachable = matches!(phase, "Provisioned" | "Running") && !deleting;
     let addresses = machine.data.pointer("/status/addresses").and_then(|a| a.as_array());
-    match (running, addresses) {
+    let addresses = match (reachable, addresses) {
         (true, Some(list)) => {
             list.iter().filter_map(|a| a.get("address").and_then(|v| v.as_str())).map(str::to_ascii_lowercase).collect()
         }
         _ => Vec::new(),
-    }
+    };
+    (format!("{}/{phase}", machine.name_any()), addresses)
 }
 
 #[cfg(test)]
@@ -193,6 +200,33 @@ mod tests {
         assert_eq!(known.event(Event::InitDone), Some(vec!["10.0.0.3".to_owned()]));
         assert_eq!(known.event(Event::Apply(obj("win-3", &["10.0.0.3"]))), None, "only once");
         assert_eq!(known.event(Event::Apply(obj("win-4", &["10.0.0.4"]))), Some(vec!["10.0.0.4".to_owned()]));
+    }
+
+    fn machine(phase: &str, deleting: bool) -> DynamicObject {
+        let mut object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "machine.openshift.io/v1beta1", "kind": "Machine",
+            "metadata": { "name": "win-a" },
+            "status": { "phase": phase, "addresses": [{ "type": "InternalIP", "address": "10.0.0.9" }] },
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        if deleting {
+            object.metadata.deletion_timestamp =
+                Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::UNIX_EPOCH));
+        }
+        object
+    }
+
+    #[test]
+    fn a_machine_triggers_when_provisioned_and_again_when_running_never_while_deleting() {
+        let mut known = Known::default();
+        known.event(Event::Init);
+        known.event(Event::InitDone);
+        assert_eq!(known.event(Event::Apply(machine_summary(machine("Provisioning", false)))), None, "no VM yet");
+        let address = Some(vec!["10.0.0.9".to_owned()]);
+        assert_eq!(known.event(Event::Apply(machine_summary(machine("Provisioned", false)))), address);
+        assert_eq!(known.event(Event::Apply(machine_summary(machine("Provisioned", false)))), None, "only once");
+        assert_eq!(known.event(Event::Apply(machine_summary(machine("Running", false)))), address, "a new phase");
+        assert_eq!(known.event(Event::Apply(machine_summary(machine("Deleting", true)))), None);
     }
 
     #[test]

@@ -1,0 +1,172 @@
+//! The Machine bench: a test API server, the Machine provider and cloud of
+//! [`super::machine_provider`] beside it, a payload whose kubelet is the
+//! fake kubelet, and a config repository with a posix services manifest
+//! and one Windows MachineSet (no instance listed).
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::fs;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::Value;
+use winfleet::cluster::connect::Cluster;
+use winfleet::cluster::join::JoinOptions;
+use winfleet::desired::model::{Desired, Instance};
+use winfleet::engine::host::SshHost;
+use winfleet::lifecycle::PayloadState;
+use winfleet::payload::Payload;
+use winfleet::reconcile::{self, Options, report::RoundReport};
+use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
+
+use super::controlplane::{Backend, TestApi};
+use super::join_payload::{payload, services_manifest};
+use super::machine_provider::Cloud;
+
+pub const SET: &str = "winworker";
+pub const MS: &str = "machine.openshift.io/v1beta1";
+pub const MAPI: &str = "openshift-machine-api";
+
+pub struct MachineBench {
+    pub cloud: Cloud,
+    pub api: TestApi,
+    pub cluster: Cluster,
+    pub desired: Desired,
+    pub payload: Arc<Payload>,
+    pub pool: Pool,
+    pub repo: tempfile::TempDir,
+    pub options: Options,
+}
+
+/// A MachineSet document; `replicas: None` leaves the count to the cluster
+/// (an autoscaler).
+pub fn machine_set(replicas: Option<u32>) -> String {
+    let replicas = replicas.map(|r| format!("  replicas: {r}\n")).unwrap_or_default();
+    format!(
+        "apiVersion: machine.openshift.io/v1beta1\nkind: MachineSet\nmetadata:\n  name: {SET}\n  namespace: {MAPI}\n  \
+         labels:\n    machine.openshift.io/cluster-api-cluster: test-7xk2p\nspec:\n{replicas}  selector:\n    matchLabels:\n      \
+         machine.openshift.io/cluster-api-cluster: test-7xk2p\n      machine.openshift.io/cluster-api-machineset: {SET}\n  \
+         template:\n    metadata:\n      labels:\n        machine.openshift.io/cluster-api-cluster: test-7xk2p\n        \
+         machine.openshift.io/cluster-api-machine-role: worker\n        machine.openshift.io/cluster-api-machine-type: worker\n        \
+         machine.openshift.io/cluster-api-machineset: {SET}\n        machine.openshift.io/os-id: Windows\n    spec:\n      \
+         metadata:\n        labels:\n          node-role.kubernetes.io/worker: \"\"\n      providerSpec:\n        value:\n          \
+         kind: VSphereMachineProviderSpec\n          userDataSecret:\n            name: windows-user-data\n"
+    )
+}
+
+impl MachineBench {
+    /// `backend` with a cloud of `vms` VMs and the MachineSet at `replicas`.
+    pub async fn start(backend: Backend, vms: usize, replicas: Option<u32>) -> Option<Self> {
+        let api = TestApi::start(backend).await?;
+        let cloud = Cloud::start(api.client(), vms);
+        let cluster = Cluster { client: api.client(), url: api.url().to_owned() };
+        let payload = Arc::new(Payload::load(&payload(&cloud.dir)).unwrap());
+        let repo = tempfile::tempdir().unwrap();
+        let fleet_yaml = format!(
+            "{}  payload:\n    digest: {}\n    posixDir: payload\n  services:\n    posixDir: units\n",
+            cloud.fleet_yaml, payload.digest
+        );
+        fs::write(repo.path().join("fleet.yaml"), fleet_yaml).unwrap();
+        fs::write(repo.path().join("services.yaml"), services_manifest()).unwrap();
+        fs::create_dir_all(repo.path().join("machinesets")).unwrap();
+        fs::write(repo.path().join("machinesets/winworker.yaml"), machine_set(replicas)).unwrap();
+        let pool = Pool::new(
+            load_key(&cloud.key).unwrap(),
+            KnownHosts::load(&cloud.known_hosts, false).unwrap(),
+            Settings { connect_timeout: Duration::from_secs(2), ..Settings::default() },
+        );
+        let options = Options {
+            max_parallel: 8,
+            whole_fleet: true,
+            payload: PayloadState::Loaded(Arc::clone(&payload)),
+            join: JoinOptions {
+                max_parallel: 8,
+                register_timeout: Duration::from_secs(60),
+                ready_timeout: Duration::from_secs(60),
+                poll: Duration::from_millis(200),
+            },
+            rollout: winfleet::cluster::rollout::RolloutOptions {
+                poll: Duration::from_millis(200),
+                ..Default::default()
+            },
+            ..Options::default()
+        };
+        let desired = load(&repo);
+        Some(MachineBench { cloud, api, cluster, desired, payload, pool, repo, options })
+    }
+
+    /// Loads the repository again.
+    pub fn reload(&mut self) {
+        self.desired = load(&self.repo);
+    }
+
+    /// Sets the MachineSet's replicas in Git and loads it.
+    pub fn scale_in_git(&mut self, replicas: Option<u32>) {
+        fs::write(self.repo.path().join("machinesets/winworker.yaml"), machine_set(replicas)).unwrap();
+        self.reload();
+    }
+
+    /// One whole-fleet round (no instance is listed: the Machines are the fleet).
+    pub async fn round(&self) -> RoundReport {
+        let instances: Vec<&Instance> = self.desired.instances.values().collect();
+        let host = SshHost { pool: &self.pool };
+        reconcile::round(Some(&self.cluster), &self.pool, &host, &self.desired, &instances, &self.options, |_| {}).await
+    }
+
+    /// A dry run (`plan --live`).
+    pub async fn plan(&self) -> RoundReport {
+        let instances: Vec<&Instance> = self.desired.instances.values().collect();
+        let host = SshHost { pool: &self.pool };
+        let options = Options { dry_run: true, ..self.options.clone() };
+        reconcile::round(Some(&self.cluster), &self.pool, &host, &self.desired, &instances, &options, |_| {}).await
+    }
+
+    /// Rounds until `done` holds for a round's report (at most `rounds`);
+    /// returns every report.
+    pub async fn rounds_until(&self, rounds: usize, done: impl Fn(&RoundReport) -> bool) -> Vec<RoundReport> {
+        let mut reports = Vec::new();
+        for _ in 0..rounds {
+            let report = self.round().await;
+            let finished = done(&report);
+            reports.push(report);
+            if finished {
+                return reports;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let last = reports.last().map(RoundReport::render_text).unwrap_or_default();
+        panic!("not done after {rounds} rounds; the last said:\n{last}");
+    }
+
+    /// The Machines, by name.
+    pub async fn machines(&self) -> Vec<Value> {
+        let api: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+            self.api.client(),
+            MAPI,
+            &super::controlplane::resource("machine.openshift.io", "v1beta1", "Machine", "machines"),
+        );
+        let list = api.list(&Default::default()).await.unwrap();
+        list.items.into_iter().map(|m| serde_json::to_value(m).unwrap()).collect()
+    }
+
+    /// The Node `name`, which must exist.
+    pub async fn node(&self, name: &str) -> Value {
+        self.api.get("v1", "Node", None, name).await.unwrap_or_else(|| panic!("Node {name} is not registered"))
+    }
+
+    /// The version the repository pins.
+    pub fn version(&self) -> String {
+        let spec = self.desired.specs.values().next().unwrap().lifecycle.as_ref().unwrap();
+        spec.at_runtime(&self.options.payload, None).version
+    }
+}
+
+fn load(repo: &tempfile::TempDir) -> Desired {
+    let loaded = winfleet::desired::load(&winfleet::source::read_worktree(repo.path()).unwrap(), Default::default());
+    loaded.desired.unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics))
+}
+
+/// Whether the MachineSet's Machines are all Ready, as the round reports.
+pub fn machine_set_ready(report: &RoundReport) -> bool {
+    report.cluster.as_ref().and_then(|c| c.machines.machine_set(SET)).is_some_and(|s| s.ready())
+}
