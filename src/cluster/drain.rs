@@ -57,6 +57,20 @@ fn pod_reference(pod: &Pod) -> k8s_openapi::api::core::v1::ObjectReference {
     }
 }
 
+/// Why an eviction was refused with 429, in a sentence: the
+/// PodDisruptionBudget's own words when the API server gives them (the
+/// `DisruptionBudget` cause, "The disruption budget db needs 2 healthy pods
+/// and has 2 currently", which names the budget and its numbers; the
+/// message alone, "Cannot evict pod as it would violate the pod's
+/// disruption budget.", names neither), else the message. Pure.
+fn blocked_reason(pod: &str, status: &kube::core::Status) -> String {
+    let causes = status.details.as_ref().map(|d| d.causes.as_slice()).unwrap_or_default();
+    match causes.iter().find(|c| c.reason == "DisruptionBudget" && !c.message.is_empty()) {
+        Some(cause) => format!("eviction of pod {pod} is blocked by its PodDisruptionBudget: {}", cause.message),
+        None => format!("eviction of pod {pod} is blocked: {}", status.message.trim_end_matches('.')),
+    }
+}
+
 /// Evicts every pod that must leave `node`; returns how many were evicted.
 pub async fn drain(
     client: &Client,
@@ -110,7 +124,7 @@ pub async fn drain(
                 }
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(kube::Error::Api(e)) if e.code == 429 => {
-                    let why = format!("eviction of pod {} is blocked: {}", pod_name(pod), e.message);
+                    let why = blocked_reason(&pod_name(pod), &e);
                     if reported_blocked.insert(pod_uid) {
                         progress::step(name, Phase::Drain, &format!("{why}; retrying"));
                         let (regarding, pod_ref) = (Regarding::Node(name, uid), Some(pod_reference(pod)));
@@ -143,5 +157,40 @@ pub async fn drain(
             options.retry.min(deadline.saturating_duration_since(Instant::now())).max(Duration::from_millis(1)),
         )
         .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn status(message: &str, causes: serde_json::Value) -> kube::core::Status {
+        serde_json::from_value(serde_json::json!({
+            "code": 429, "reason": "TooManyRequests", "message": message, "details": { "causes": causes },
+        }))
+        .expect("a Status")
+    }
+
+    #[test]
+    fn a_blocked_eviction_names_the_budget_and_its_numbers_when_the_server_says_them() {
+        let refused = status(
+            "Cannot evict pod as it would violate the pod's disruption budget.",
+            serde_json::json!([{ "reason": "DisruptionBudget",
+                "message": "The disruption budget db needs 2 healthy pods and has 2 currently" }]),
+        );
+        assert_eq!(
+            blocked_reason("apps/db-0", &refused),
+            "eviction of pod apps/db-0 is blocked by its PodDisruptionBudget: \
+             The disruption budget db needs 2 healthy pods and has 2 currently"
+        );
+    }
+
+    #[test]
+    fn a_blocked_eviction_without_a_budget_cause_says_the_servers_message() {
+        let busy = status("Too many requests, please try again later.", serde_json::json!([]));
+        assert_eq!(
+            blocked_reason("apps/db-0", &busy),
+            "eviction of pod apps/db-0 is blocked: Too many requests, please try again later"
+        );
     }
 }

@@ -30,6 +30,9 @@
 //!    killed: the node Lease `kube-node-lease/<name>` (created, then
 //!    renewed) and the status, Ready with a fresh `lastHeartbeatTime` and
 //!    the boot ID of `/proc/sys/kernel/random/boot_id`.
+//! 5. Meanwhile run the pods bound to the node: report them Running and
+//!    Ready, and confirm the deletion of those the API server marked for
+//!    deletion (an eviction), as [`pods`] says.
 
 #![allow(dead_code, clippy::print_stdout)]
 
@@ -46,6 +49,10 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use rcgen::{CertificateParams, DnType, KeyPair, SanType};
 use serde_json::{Value, json};
+
+/// The pods a kubelet runs (tests/support/pods.rs, kept beside this file).
+#[path = "pods.rs"]
+pub mod pods;
 
 /// The environment variable that carries the kubelet's arguments.
 pub const ARGS_VAR: &str = "WINFLEET_FAKE_KUBELET_ARGS";
@@ -285,6 +292,7 @@ async fn run(flags: Flags) -> Result<(), String> {
         Ok(c) => println!("fake kubelet: serving CSR {} submitted", c.metadata.name.unwrap_or_default()),
         Err(e) => println!("fake kubelet: serving CSR refused: {e}"),
     }
+    tokio::spawn(pods::run(client.clone(), node.clone()));
     let leases: Api<Lease> = Api::namespaced(client, LEASE_NAMESPACE);
     let every = std::env::var("WINFLEET_FAKE_KUBELET_HEARTBEAT_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(1000);
     loop {

@@ -44,8 +44,11 @@ pub fn node(name: &str, addresses: &[(&str, &str)], ready: bool, labels: &[(&str
     })
 }
 
-/// A Running, Ready pod on `node_name`. `owner_kind` (e.g. "DaemonSet",
-/// "ReplicaSet") adds a controller ownerReference named `<name>-owner`.
+/// A Running, Ready pod on `node_name`, with `terminationGracePeriodSeconds:
+/// 0`: evicted, it is gone at once, as on a real server (a pod with a grace
+/// period stays terminating until its kubelet confirms: tests/support/pods.rs).
+/// `owner_kind` (e.g. "DaemonSet", "ReplicaSet") adds a controller
+/// ownerReference named `<name>-owner`.
 pub fn pod(namespace: &str, name: &str, node_name: &str, labels: &[(&str, &str)], owner_kind: Option<&str>) -> Value {
     let mut p = json!({
         "apiVersion": "v1",
@@ -53,6 +56,7 @@ pub fn pod(namespace: &str, name: &str, node_name: &str, labels: &[(&str, &str)]
         "metadata": { "name": name, "namespace": namespace, "labels": labels_map(labels) },
         "spec": {
             "nodeName": node_name,
+            "terminationGracePeriodSeconds": 0,
             "containers": [{ "name": "main", "image": "mcr.microsoft.com/windows/nanoserver:ltsc2022" }],
         },
         "status": { "phase": "Running", "conditions": [condition("Ready", true)] },

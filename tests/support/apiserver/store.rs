@@ -189,6 +189,13 @@ impl State {
         if c.record {
             self.history.push(write);
         }
+        // The disruption controller follows the pods and budgets it reads.
+        let budgets = c.res.plural == "poddisruptionbudgets" && c.subresource.as_deref() != Some("status");
+        if ((c.res.group.is_empty() && c.res.plural == "pods") || budgets)
+            && let Some(ns) = c.namespace.as_deref()
+        {
+            super::eviction::refresh_budgets(self, ns);
+        }
         Ok(object)
     }
 }
