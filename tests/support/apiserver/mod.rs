@@ -58,7 +58,8 @@
 //! - Watch: see `watch.rs` (initial ADDED, resume from a resourceVersion,
 //!   410 for too old, selector transitions, timeoutSeconds, streaming-list
 //!   bookmarks).
-//! - Eviction with PodDisruptionBudgets: see `eviction.rs`.
+//! - Eviction with PodDisruptionBudgets, and their status as the
+//!   disruption controller writes it: see `eviction.rs`.
 //! - Identity: impersonation headers, else a bearer token of the token
 //!   table (`add_token`; unknown → 401), else anonymous (`identity.rs`).
 //! - CertificateSigningRequests: create validation, the requester's
@@ -76,8 +77,10 @@
 //!   are granular (the real server follows the schema: a map declared
 //!   `x-kubernetes-map-type: atomic`, as a MachineSet's `spec.selector`, is
 //!   one leaf there).
-//! - Deletion is immediate: no graceful termination, finalizers, or
-//!   garbage collection of dependents; deleteCollection is 405.
+//! - Deletion is immediate (no graceful termination, finalizers, or
+//!   garbage collection of dependents; deleteCollection is 405), except
+//!   an evicted pod bound to a node, which waits for its kubelet as on a
+//!   real server (`eviction.rs`).
 //! - PUT never creates; no defaulting of built-in types, no schema
 //!   validation (custom resources are pruned and defaulted only), no RBAC,
 //!   `scale` for MachineSets only (`scale.rs`), no namespaces resource, no Table output, no
@@ -91,8 +94,8 @@
 //! bump the resourceVersion, emit watch events and go into history with
 //! field manager "test", without admission.
 
-mod crd;
 mod builtin;
+mod crd;
 mod csr;
 mod eviction;
 pub mod fixtures;
