@@ -3,8 +3,9 @@
 //! pinned by digest, the PodDisruptionBudget, Service, NetworkPolicy and
 //! ServiceMonitor selecting the pods (and the ports they name existing),
 //! the NetworkPolicy's peers, the Lease Role limited to winfleet's Lease, the
-//! Route's edge TLS, and the git-sync wiring (signal, shared process
-//! namespace, credential keys).
+//! Route's edge TLS, the git-sync wiring (signal, shared process
+//! namespace, credential keys), the control token of suspend/resume and the
+//! Role for the Event on winfleet's own Pod.
 //!
 //! Without kubectl the tests say so and pass, except where
 //! `WINFLEET_REQUIRE_KUBECTL` is set (.ci/run sets it): there a missing or
@@ -145,7 +146,57 @@ fn check_common(variant: &str, objects: &[Value]) -> Value {
     let verbs: Vec<&Value> =
         role["rules"].as_array().unwrap().iter().flat_map(|r| r["verbs"].as_array().unwrap()).collect();
     assert_eq!(verbs, [&json!("get"), &json!("update"), &json!("create")], "{variant}: exactly the calls lease/ makes");
+    check_control_token(variant, &deployment);
+    check_pod_events(variant, objects);
     deployment
+}
+
+/// The container's file mounted from `volume` at `path`, as (Secret name,
+/// key), when a Secret volume provides it.
+fn secret_file(deployment: &Value, container: &Value, path: &str) -> Option<(String, String)> {
+    let (dir, file) = path.rsplit_once('/')?;
+    let mount = container["volumeMounts"].as_array()?.iter().find(|m| m["mountPath"] == dir)?;
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array()?;
+    let secret = &volumes.iter().find(|v| v["name"] == mount["name"])?["secret"];
+    let key = match secret["items"].as_array() {
+        Some(items) => items.iter().find(|i| i["path"] == file)?["key"].as_str()?.to_owned(),
+        None => file.to_owned(),
+    };
+    Some((secret["secretName"].as_str()?.to_owned(), key))
+}
+
+/// `winfleet suspend`/`resume` work in the pod: the daemon and the CLI in
+/// its container read the control token from Secret winfleet-control, which
+/// deploy/README.md has the admin create; no other container mounts it.
+fn check_control_token(variant: &str, deployment: &Value) {
+    let winfleet = container(deployment, "winfleet").unwrap();
+    let path = env(winfleet, "WINFLEET_CONTROL_TOKEN_FILE").expect("the control token is wired")["value"].as_str();
+    let source = secret_file(deployment, winfleet, path.unwrap());
+    assert_eq!(source, Some(("winfleet-control".to_owned(), "token".to_owned())), "{variant}");
+    let readme = std::fs::read_to_string(support::root().join("deploy/README.md")).unwrap();
+    assert!(readme.contains("oc create secret generic winfleet-control -n winfleet"), "deploy/README.md creates it");
+    let pod = &deployment["spec"]["template"]["spec"];
+    let volume = pod["volumes"].as_array().unwrap().iter().find(|v| v["secret"]["secretName"] == "winfleet-control");
+    let volume = &volume.unwrap()["name"];
+    for c in pod["containers"].as_array().unwrap().iter().chain(pod["initContainers"].as_array().unwrap()) {
+        let mounts = c["volumeMounts"].as_array().map(Vec::as_slice).unwrap_or_default();
+        let mounted = mounts.iter().any(|m| &m["name"] == volume);
+        assert_eq!(mounted, c["name"] == "winfleet", "{variant}: container {} and the control token", c["name"]);
+    }
+}
+
+/// The RevisionUntrusted Event on winfleet's own Pod (its namespace) is
+/// allowed: events.k8s.io create and patch, what kube's Recorder calls
+/// (tests/real_cluster_rbac*.rs prove it on a real API server).
+fn check_pod_events(variant: &str, objects: &[Value]) {
+    let role = find(objects, "Role", "winfleet-pod-events");
+    assert_eq!(role["metadata"]["namespace"], "winfleet", "{variant}");
+    let expected = json!([{"apiGroups": ["events.k8s.io"], "resources": ["events"], "verbs": ["create", "patch"]}]);
+    assert_eq!(role["rules"], expected, "{variant}");
+    let binding = find(objects, "RoleBinding", "winfleet-pod-events");
+    assert_eq!(binding["roleRef"]["name"], "winfleet-pod-events", "{variant}");
+    let subject = json!([{"kind": "ServiceAccount", "name": "winfleet", "namespace": "winfleet"}]);
+    assert_eq!(binding["subjects"], subject, "{variant}");
 }
 
 /// The git-sync layout: git-sync's signal is winfleet's, and they can see
