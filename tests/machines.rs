@@ -12,6 +12,9 @@ mod support;
 use support::controlplane::Backend;
 use support::machine_bench::{MAPI, MachineBench, SET, machine_set_ready};
 use winfleet::reconcile::machines::MachineStep;
+use winfleet::reconcile::report::RoundReport;
+use winfleet::status::model::MachineSetPhase;
+use winfleet::status::verdict::Context;
 
 #[test]
 #[ignore = "entry point of the fake kubelet process that node tests start; not a test"]
@@ -60,5 +63,77 @@ async fn a_machine_set_scaled_from_0_to_3_in_git_gives_three_ready_nodes_and_sta
     let c = next.cluster.as_ref().unwrap();
     assert!(c.joins.is_empty() && c.machine_sets.is_empty() && c.nodes.is_empty(), "{}", next.render_text());
     assert!(machine_set_ready(&next));
+    assert_eq!(status(&next), (MachineSetPhase::Ready, "InSync"));
     let _ = SET;
+}
+
+/// The MachineSet's status verdict after `report` (what `winfleet status`
+/// and summary.yaml show).
+fn status(report: &RoundReport) -> (MachineSetPhase, &'static str) {
+    let ctx = Context { round: report, drift_check: false, warn: false, at_revision: false, suspended: false };
+    let verdict = winfleet::status::machineset::machine_set(SET, ctx).unwrap();
+    (verdict.phase, verdict.reason)
+}
+
+fn steps(report: &RoundReport) -> Vec<&'static str> {
+    report.cluster.as_ref().unwrap().machines.machines.iter().map(|m| m.step.name()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaled_from_3_to_1_the_machine_api_removes_two_and_winfleet_deconfigures_nothing_over_ssh() {
+    let mut bench = MachineBench::start(Backend::InMemory, 3, Some(3)).await.unwrap();
+    bench.rounds_until(30, machine_set_ready).await;
+    bench.scale_in_git(Some(1));
+    let report = bench.round().await;
+    assert!(!report.failed(), "{}", report.render_text());
+    assert!(report.cluster.as_ref().unwrap().deconfigures.is_empty(), "{}", report.render_text());
+    // The Machine API deletes two Machines; their VMs and Nodes go with them.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while bench.cloud.log().deleted.len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the provider never scaled down: {:?}", bench.cloud.log());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let reports = bench.rounds_until(10, machine_set_ready).await;
+    let last = reports.last().unwrap();
+    assert_eq!(steps(last), ["ready"], "status follows: {}", last.render_text());
+    assert!(last.cluster.as_ref().unwrap().deconfigures.is_empty(), "nothing deconfigured over SSH");
+    assert_eq!(bench.machines().await.len(), 1);
+    assert_eq!(status(last), (MachineSetPhase::Ready, "InSync"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_booting_vm_is_waiting_not_failed_then_configured_once_it_answers() {
+    let bench = MachineBench::start(Backend::InMemory, 1, Some(1)).await.unwrap();
+    bench.cloud.set_boot_delay(std::time::Duration::from_secs(20));
+    let reports = bench.rounds_until(60, machine_set_ready).await;
+    let waited: Vec<&RoundReport> =
+        reports.iter().filter(|r| r.cluster.as_ref().is_some_and(|c| !c.machines.machines.is_empty())).collect();
+    let first = waited.first().unwrap();
+    assert_eq!(steps(first), ["waiting"], "{}", first.render_text());
+    assert!(!first.failed(), "a booting VM is no failure: {}", first.render_text());
+    assert_eq!(status(first), (MachineSetPhase::Progressing, "MachinesWaiting"));
+    assert!(matches!(&first.cluster.as_ref().unwrap().machines.machines[0].step, MachineStep::Waiting { .. }));
+    assert_eq!(steps(reports.last().unwrap()), ["ready"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_autoscaler_change_of_replicas_is_followed_not_reverted_when_git_leaves_them_out() {
+    let bench = MachineBench::start(Backend::InMemory, 2, None).await.unwrap();
+    bench.rounds_until(30, machine_set_ready).await;
+    assert_eq!(bench.machines().await.len(), 1, "the MachineSet's default");
+    // The autoscaler scales the MachineSet on the cluster, not in Git.
+    let sets: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+        bench.api.client(),
+        MAPI,
+        &support::controlplane::resource("machine.openshift.io", "v1beta1", "MachineSet", "machinesets"),
+    );
+    let patch = serde_json::json!({ "spec": { "replicas": 2 } });
+    let params = kube::api::PatchParams { field_manager: Some("cluster-autoscaler".into()), ..Default::default() };
+    sets.patch(SET, &params, &kube::api::Patch::Merge(&patch)).await.unwrap();
+    let reports = bench.rounds_until(30, |r| machine_set_ready(r) && steps(r).len() == 2).await;
+    for report in &reports {
+        assert!(report.cluster.as_ref().unwrap().machine_sets.is_empty(), "not reverted: {}", report.render_text());
+    }
+    let set = bench.api.get(support::machine_bench::MS, "MachineSet", Some(MAPI), SET).await.unwrap();
+    assert_eq!(set["spec"]["replicas"], 2);
 }

@@ -13,6 +13,11 @@
 //! | drift found in a warn-mode drift check (dry run)  | Drifted     | `DriftDetected`      | —           |
 //! | drift found and corrected                         | Ready       | `DriftCorrected`     | —           |
 //! | written, or nothing to change                     | Ready       | `InSync`             | —           |
+//! | …but its Machines are not all Ready Nodes at the desired version | Progressing | `MachinesProgressing` (`MachinesWaiting` while a VM does not answer, `MachinesFailed` when one failed) | — |
+//!
+//! The last row (issue 26): Ready only when `status.readyReplicas` equals
+//! the desired replicas and each Machine has a Ready Node configured at the
+//! desired version; the message counts the Machines at each step.
 
 use crate::node::outcome::Outcome;
 use crate::plan::{MachineSetChange, replicas_text, show_value};
@@ -24,6 +29,27 @@ use super::verdict::{Context, Verdict};
 /// The verdict on MachineSet `name`, or `None` when the round says nothing
 /// about it (the previous status stands).
 pub fn machine_set(name: &str, ctx: Context<'_>) -> Option<Verdict<MachineSetPhase>> {
+    let verdict = applied(name, ctx)?;
+    let machines = ctx.round.cluster.as_ref().and_then(|c| c.machines.machine_set(name));
+    match machines {
+        Some(set) if verdict.phase == MachineSetPhase::Ready && !set.ready() => {
+            let steps = &set.steps;
+            let reason = if steps.contains_key("failed") {
+                "MachinesFailed"
+            } else if steps.contains_key("waiting") {
+                "MachinesWaiting"
+            } else {
+                "MachinesProgressing"
+            };
+            let message = format!("applied; its Machines are not all Ready Nodes yet: {}", set.counts());
+            Some(Verdict { phase: MachineSetPhase::Progressing, reason, message, ..verdict })
+        }
+        _ => Some(verdict),
+    }
+}
+
+/// The verdict on the MachineSet object itself (written, in sync, …).
+fn applied(name: &str, ctx: Context<'_>) -> Option<Verdict<MachineSetPhase>> {
     use MachineSetPhase::{Conflict, Drifted, Failed, Progressing, Ready};
     let cluster = ctx.round.cluster.as_ref()?;
     if let Some(error) = &cluster.error {
