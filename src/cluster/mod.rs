@@ -14,6 +14,8 @@
 //!   with an Event per change and failure ([`events`]).
 //! - [`monitoring`]: the Service, Endpoints and ServiceMonitor for the
 //!   Windows nodes' windows_exporter, as WMCO's metric controller kept them.
+//! - [`pull_secret`]: the registry credentials from `openshift-config/pull-secret`,
+//!   read every round.
 //! - [`drain`] and [`rollout`]: cordon, drain through the Eviction API,
 //!   reboot over SSH, wait, uncordon; at most `maxUnavailable` at a time.
 
@@ -34,6 +36,7 @@ pub mod material;
 pub mod metadata;
 pub mod monitoring;
 pub mod observe;
+pub mod pull_secret;
 pub mod rollout;
 pub mod slots;
 pub mod upgrade;

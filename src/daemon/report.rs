@@ -115,6 +115,8 @@ impl StatusWriter {
     /// Re-reads the git token (a rotated Secret's new token is redacted too).
     pub fn refresh_secrets(&mut self) {
         self.secrets.clone_from(&self.pull_secret);
+        // The cluster's pull secret as last read (a rotation included).
+        self.secrets.extend(crate::cluster::pull_secret::secret_values());
         let token = self.auth.token_file.as_ref().and_then(|p| std::fs::read_to_string(p).ok());
         if let Some(token) = token.map(|t| t.trim().to_owned()).filter(|t| !t.is_empty()) {
             self.secrets.push(token);
@@ -132,6 +134,8 @@ impl StatusWriter {
         drift_check: bool,
         suspended_by: Option<&str>,
     ) -> Option<String> {
+        // The round may have read a rotated pull secret from the cluster.
+        self.refresh_secrets();
         let defaults = FleetSettings::default();
         let fleet = applied.as_ref().map_or(&defaults, |(_, d)| &d.fleet);
         let target = self.target(fleet);

@@ -116,6 +116,10 @@ pub async fn round<H: Host>(
     }
     let no_proxy = facts.as_ref().and_then(|f| f.cluster_no_proxy.as_deref());
     let listed: Vec<&Instance> = instances.iter().copied().chain(&machines).collect();
+    // The cluster's pull secret (read each round) renders the mirrors' credentials.
+    let secret = crate::cluster::pull_secret::for_round(&cluster.client, facts.is_some()).await;
+    let rendered = secret.map(|s| crate::cluster::pull_secret::rendered(&listed, &desired.registries, &s));
+    let listed: Vec<&Instance> = rendered.as_ref().map_or(listed, |r| r.iter().collect());
     let owned = lifecycle::runtime_instances(&listed, &options.payload, material.as_ref(), no_proxy);
     let all: Vec<&Instance> = owned.iter().collect();
     let byoh = &all[..instances.len()];
