@@ -147,6 +147,7 @@ fn check_common(variant: &str, objects: &[Value]) -> Value {
         role["rules"].as_array().unwrap().iter().flat_map(|r| r["verbs"].as_array().unwrap()).collect();
     assert_eq!(verbs, [&json!("get"), &json!("update"), &json!("create")], "{variant}: exactly the calls lease/ makes");
     check_control_token(variant, &deployment);
+    check_token_isolation(variant, &deployment);
     check_pod_events(variant, objects);
     deployment
 }
@@ -185,6 +186,72 @@ fn check_control_token(variant: &str, deployment: &Value) {
     }
 }
 
+/// Every container of the pod, init containers included.
+fn all_containers(deployment: &Value) -> Vec<&Value> {
+    let pod = &deployment["spec"]["template"]["spec"];
+    let init = pod["initContainers"].as_array().map(Vec::as_slice).unwrap_or_default();
+    pod["containers"].as_array().unwrap().iter().chain(init).collect()
+}
+
+/// The Secrets a container reads: through its volume mounts and its env.
+fn secrets_of(deployment: &Value, container: &Value) -> Vec<String> {
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
+    let mut names = Vec::new();
+    for mount in container["volumeMounts"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        let volume = volumes.iter().find(|v| v["name"] == mount["name"]).unwrap();
+        names.extend(volume["secret"]["secretName"].as_str().map(str::to_owned));
+        // A projected ServiceAccount token counts as the token.
+        let sources = volume["projected"]["sources"].as_array().map(Vec::as_slice).unwrap_or_default();
+        if sources.iter().any(|s| s.get("serviceAccountToken").is_some()) {
+            names.push("<serviceaccount token>".to_owned());
+        }
+    }
+    for e in container["env"].as_array().map(Vec::as_slice).unwrap_or_default() {
+        names.extend(e["valueFrom"]["secretKeyRef"]["name"].as_str().map(str::to_owned));
+    }
+    names
+}
+
+/// No token where it is not needed: the ServiceAccount token is not
+/// automounted but projected into winfleet's container alone, at the path
+/// and with the three files kube's in-cluster config reads; winfleet's Git
+/// push credential (Secret winfleet-git) and its other Secrets reach it
+/// alone; git-sync reads only its own read-only Secret.
+fn check_token_isolation(variant: &str, deployment: &Value) {
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["automountServiceAccountToken"], false, "{variant}: the token is not mounted everywhere");
+    let winfleet = container(deployment, "winfleet").unwrap();
+    let path = "/var/run/secrets/kubernetes.io/serviceaccount";
+    let mounts = winfleet["volumeMounts"].as_array().unwrap();
+    let mount = mounts.iter().find(|m| m["mountPath"] == path).expect("the token projected into winfleet");
+    assert_eq!(mount["readOnly"], true, "{variant}");
+    let volumes = pod["volumes"].as_array().unwrap();
+    let volume = volumes.iter().find(|v| v["name"] == mount["name"]).unwrap();
+    let sources = volume["projected"]["sources"].as_array().expect("a projected volume");
+    let token = sources.iter().find_map(|s| s.get("serviceAccountToken")).expect("a serviceAccountToken source");
+    assert_eq!(token["path"], "token", "{variant}");
+    assert!(token.get("audience").is_none(), "{variant}: the API server's own audience");
+    let ca = sources.iter().find_map(|s| s.get("configMap")).expect("the cluster CA");
+    assert_eq!(ca["name"], "kube-root-ca.crt", "{variant}");
+    assert_eq!(ca["items"], json!([{"key": "ca.crt", "path": "ca.crt"}]), "{variant}");
+    let downward = sources.iter().find_map(|s| s.get("downwardAPI")).expect("the namespace");
+    assert_eq!(downward["items"][0]["path"], "namespace", "{variant}");
+    assert_eq!(downward["items"][0]["fieldRef"]["fieldPath"], "metadata.namespace", "{variant}");
+
+    let winfleet_only = ["<serviceaccount token>", "winfleet-git", "winfleet-webhook", "winfleet-control"];
+    for c in all_containers(deployment) {
+        let name = c["name"].as_str().unwrap();
+        let secrets = secrets_of(deployment, c);
+        for secret in winfleet_only {
+            let has = secrets.iter().any(|s| s == secret);
+            assert_eq!(has, name == "winfleet", "{variant}: container {name} and {secret}: {secrets:?}");
+        }
+        if name == "git-sync" {
+            assert!(secrets.iter().all(|s| s == "winfleet-git-sync"), "{variant}: git-sync reads {secrets:?}");
+        }
+    }
+}
+
 /// The RevisionUntrusted Event on winfleet's own Pod (its namespace) is
 /// allowed: events.k8s.io create and patch, what kube's Recorder calls
 /// (tests/real_cluster_rbac*.rs prove it on a real API server).
@@ -217,8 +284,8 @@ fn check_git_sync(variant: &str, deployment: &Value) {
     // git-sync v4 starts only with both username and token, or neither.
     let user = &env(git_sync, "GITSYNC_USERNAME").unwrap()["valueFrom"]["secretKeyRef"];
     let token = &env(git_sync, "GITSYNC_PASSWORD").unwrap()["valueFrom"]["secretKeyRef"];
-    assert_eq!((&user["name"], &user["key"]), (&json!("winfleet-git"), &json!("username")), "{variant}");
-    assert_eq!((&token["name"], &token["key"]), (&json!("winfleet-git"), &json!("token")), "{variant}");
+    assert_eq!((&user["name"], &user["key"]), (&json!("winfleet-git-sync"), &json!("username")), "{variant}");
+    assert_eq!((&token["name"], &token["key"]), (&json!("winfleet-git-sync"), &json!("token")), "{variant}");
     assert_eq!(user["optional"], token["optional"], "{variant}: one without the other");
 }
 
