@@ -41,19 +41,7 @@ async fn a_pushed_instance_becomes_a_ready_labelled_uncordoned_node_and_the_next
     let version = setup.version();
     for name in ["win-node-1", "win-node-2"] {
         let node = node(&setup.server, name);
-        let labels = &node["metadata"]["labels"];
-        assert_eq!(labels["windowsmachineconfig.openshift.io/byoh"], "true", "{name}");
-        assert_eq!(labels["node-role.kubernetes.io/worker"], "", "{name}");
-        assert_eq!(labels["node.openshift.io/os_id"], "Windows", "from the kubelet's --node-labels");
-        assert_eq!(labels["example.com/team"], "payments", "the instance's own label");
-        let annotations = &node["metadata"]["annotations"];
-        assert_eq!(annotations["windowsmachineconfig.openshift.io/version"], version.as_str());
-        assert_eq!(
-            annotations["windowsmachineconfig.openshift.io/pub-key-hash"],
-            setup.pool.public_key_hash().as_str()
-        );
-        assert!(annotations.get("winfleet.io/cordoned").is_none(), "{name}: winfleet's cordon is lifted");
-        assert_ne!(node["spec"]["unschedulable"], true, "{name} is schedulable");
+        support::join::assert_joined(&node, name, &version, &setup.pool.public_key_hash());
         assert_eq!(node["spec"]["taints"][0]["key"], "os", "the kubelet registered with kubelet.conf's taint");
     }
     let csrs = setup.server.list("certificates.k8s.io/v1", "CertificateSigningRequest");

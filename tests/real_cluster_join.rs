@@ -128,19 +128,7 @@ async fn three_nodes_join_and_the_next_round_writes_nothing(bench: &Bench) {
         let node = bench.node(&name).await;
         // Each sshd node has its own boot (fleet.rs bind-mounts its boot_id).
         let boot_id = std::fs::read_to_string(test_node.dir.join("boot_id")).unwrap().trim().to_owned();
-        let labels = &node["metadata"]["labels"];
-        assert_eq!(labels["windowsmachineconfig.openshift.io/byoh"], "true", "{name}");
-        assert_eq!(labels["node-role.kubernetes.io/worker"], "", "{name}: winfleet's label (a kubelet may not set it)");
-        assert_eq!(labels["node.openshift.io/os_id"], "Windows", "from the kubelet's --node-labels");
-        assert_eq!(labels["example.com/team"], "payments", "the instance's own label");
-        let annotations = &node["metadata"]["annotations"];
-        assert_eq!(annotations["windowsmachineconfig.openshift.io/version"], version.as_str());
-        assert_eq!(
-            annotations["windowsmachineconfig.openshift.io/pub-key-hash"],
-            bench.pool.public_key_hash().as_str()
-        );
-        assert!(annotations.get("winfleet.io/cordoned").is_none(), "{name}: winfleet's cordon is lifted");
-        assert_ne!(node["spec"]["unschedulable"], true, "{name} is schedulable");
+        support::join::assert_joined(&node, &name, &version, &bench.pool.public_key_hash());
         let taints = node["spec"]["taints"].as_array().cloned().unwrap_or_default();
         assert!(taints.iter().any(|t| t["key"] == "os"), "registered with kubelet.conf's taint: {taints:?}");
         let ready = node["status"]["conditions"]

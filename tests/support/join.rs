@@ -261,3 +261,19 @@ pub async fn wait_for(what: &str, mut ready: impl FnMut() -> bool) {
 pub fn node(server: &ApiServer, name: &str) -> Value {
     server.get("v1", "Node", None, name).unwrap_or_else(|| panic!("Node {name} is not registered"))
 }
+
+/// Asserts what a join leaves on Node `name`: WMCO's BYOH and worker
+/// labels, the kubelet's and the instance's own labels, the version and
+/// pub-key-hash annotations, winfleet's cordon lifted, schedulable.
+pub fn assert_joined(node: &Value, name: &str, version: &str, key_hash: &str) {
+    let labels = &node["metadata"]["labels"];
+    assert_eq!(labels["windowsmachineconfig.openshift.io/byoh"], "true", "{name}");
+    assert_eq!(labels["node-role.kubernetes.io/worker"], "", "{name}: winfleet's label (a kubelet may not set it)");
+    assert_eq!(labels["node.openshift.io/os_id"], "Windows", "from the kubelet's --node-labels");
+    assert_eq!(labels["example.com/team"], "payments", "the instance's own label");
+    let annotations = &node["metadata"]["annotations"];
+    assert_eq!(annotations["windowsmachineconfig.openshift.io/version"], version);
+    assert_eq!(annotations["windowsmachineconfig.openshift.io/pub-key-hash"], key_hash);
+    assert!(annotations.get("winfleet.io/cordoned").is_none(), "{name}: winfleet's cordon is lifted");
+    assert_ne!(node["spec"]["unschedulable"], true, "{name} is schedulable");
+}
