@@ -211,12 +211,8 @@ fn an_openpgp_key_expired_at_the_commits_time_is_refused() {
 async fn the_daemon_applies_only_signed_heads_and_reports_who_did_not_sign() {
     let fleet = TestFleet::start(1);
     let remote = remote(&fleet, "");
-    let keys = remote.scratch("keys");
-    let (alice, alice_public) = ssh_key(&keys, "alice");
-    let allowed = keys.join("allowed_signers");
-    std::fs::write(&allowed, format!("alice@corp.example {alice_public}\n")).unwrap();
-    let signed = commit(&remote.work, "NOTES.txt", "signed\n", Sign::Ssh(&alice), None);
-    git(&remote.work, &["push", "-q", "origin", "main"]);
+    let (alice, allowed) = alice(&remote);
+    let signed = signed_push(&remote, "NOTES.txt", "signed\n", &alice);
     let trusted = TrustedKeys::load(&[allowed]).unwrap();
     let pod = Some(("winfleet".to_owned(), "winfleet-7d9f-abcde".to_owned()));
     let config = Config { verify: Some(Policy::head(trusted)), pod, ..config(&remote) };
@@ -245,8 +241,7 @@ async fn the_daemon_applies_only_signed_heads_and_reports_who_did_not_sign() {
         "{note}"
     );
 
-    let fixed = commit(&remote.work, "notes.txt", "signed again\n", Sign::Ssh(&alice), None);
-    git(&remote.work, &["push", "-q", "origin", "main"]);
+    let fixed = signed_push(&remote, "notes.txt", "signed again\n", &alice);
     assert_eq!(push_hook(&handle).await, 202);
     let record = next(&mut handle.records).await;
     assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, fixed.as_str()));
@@ -296,6 +291,32 @@ fn alice(remote: &support::remote::Remote) -> (PathBuf, PathBuf) {
     (alice, allowed)
 }
 
+/// Commits `file` with `content` signed by the SSH `key` and pushes it;
+/// the commit id.
+fn signed_push(remote: &support::remote::Remote, file: &str, content: &str, key: &Path) -> String {
+    let id = commit(&remote.work, file, content, Sign::Ssh(key), None);
+    git(&remote.work, &["push", "-q", "origin", "main"]);
+    id
+}
+
+/// One sshd node, a remote whose whole history Alice signed, and her
+/// trusted key (its files live in `keys`, kept while the test runs).
+struct Signed {
+    remote: support::remote::Remote,
+    keys: support::remote::Remote,
+    fleet: TestFleet,
+    key: PathBuf,
+    allowed: PathBuf,
+}
+
+fn signed() -> Signed {
+    let fleet = TestFleet::start(1);
+    let keys = remote(&fleet, "");
+    let (key, allowed) = alice(&keys);
+    let remote = signed_remote(&fleet, &key);
+    Signed { remote, keys, fleet, key, allowed }
+}
+
 /// Every commit since the last applied one must be signed.
 fn all_since(allowed: &Path) -> Option<Policy> {
     let keys = TrustedKeys::load(&[allowed.to_owned()]).unwrap();
@@ -304,10 +325,7 @@ fn all_since(allowed: &Path) -> Option<Policy> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_23_after_a_restart_every_commit_since_the_revision_the_status_branch_records_must_be_signed() {
-    let fleet = TestFleet::start(1);
-    let scratch = remote(&fleet, "");
-    let (key, allowed) = alice(&scratch);
-    let remote = signed_remote(&fleet, &key);
+    let Signed { fleet, keys: _keys, remote, key, allowed } = signed();
     let applied = remote.tip("main").unwrap();
     let mut handle = start(&fleet, Config { verify: all_since(&allowed), ..config(&remote) }).await;
     let record = next(&mut handle.records).await;
@@ -330,13 +348,9 @@ async fn issue_23_after_a_restart_every_commit_since_the_revision_the_status_bra
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_23_the_revision_the_status_branch_records_counts_only_as_a_signed_ancestor_of_the_head() {
-    let fleet = TestFleet::start(1);
-    let scratch = remote(&fleet, "");
-    let (key, allowed) = alice(&scratch);
-    let remote = signed_remote(&fleet, &key);
+    let Signed { fleet, keys: _keys, remote, key, allowed } = signed();
     let base = remote.tip("main").unwrap();
-    let applied = commit(&remote.work, "NOTES.txt", "applied\n", Sign::Ssh(&key), None);
-    git(&remote.work, &["push", "-q", "origin", "main"]);
+    let applied = signed_push(&remote, "NOTES.txt", "applied\n", &key);
     let mut handle = start(&fleet, Config { verify: all_since(&allowed), ..config(&remote) }).await;
     assert_eq!(next(&mut handle.records).await.revision, applied);
     stop(handle).await;
@@ -385,13 +399,9 @@ async fn issue_23_the_revision_the_status_branch_records_counts_only_as_a_signed
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_23_a_daemon_that_cannot_read_the_last_applied_revision_applies_nothing_until_verify_since_names_it() {
-    let fleet = TestFleet::start(1);
-    let scratch = remote(&fleet, "");
-    let (key, allowed) = alice(&scratch);
-    let remote = signed_remote(&fleet, &key);
+    let Signed { fleet, keys: _keys, remote, key, allowed } = signed();
     let base = remote.tip("main").unwrap();
-    let head = commit(&remote.work, "NOTES.txt", "signed\n", Sign::Ssh(&key), None);
-    git(&remote.work, &["push", "-q", "origin", "main"]);
+    let head = signed_push(&remote, "NOTES.txt", "signed\n", &key);
     let unreadable = Some(format!("file://{}", remote.scratch("no-such-status").join("missing.git").display()));
     let first = Config { verify: all_since(&allowed), status_url: unreadable.clone(), ..config(&remote) };
     let mut handle = start(&fleet, first).await;

@@ -13,13 +13,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use support::status::{REV1, REV2, Round, cluster, done, failed, in_sync, reboot, round, set_env, write_file};
 use winfleet::cluster::apply::WriteReport;
 use winfleet::cluster::rollout::{RebootResult, RebootStage};
-use winfleet::desired::kinds::fleet::DriftMode;
 use winfleet::engine::report::NodeResult;
 use winfleet::node::outcome::Outcome;
 use winfleet::plan::{MachineSetAction, MachineSetChange};
 use winfleet::reconcile::report::{Conflict, MachineSetReport, Unassociated};
 use winfleet::status::model::{ConditionType, ErrorClass, InstancePhase, MachineSetPhase, RoundResult, Status};
-use winfleet::status::{RoundInput, commit_message, from_files, summary_line, to_files};
+use winfleet::status::{commit_message, from_files, summary_line, to_files};
 
 fn all_text(status: &Status) -> String {
     to_files(status).values().map(|b| String::from_utf8_lossy(b).into_owned()).collect::<Vec<_>>().join("\n")
@@ -271,19 +270,7 @@ fn the_commit_message_names_the_revision_and_the_summary() {
 fn the_round_input_debug_leaves_the_secrets_out() {
     let mut r = Round::new(1_700_000_000, REV1, &["a"]);
     r.secrets = vec!["s3cr3t-pull-auth".into()];
-    let input = RoundInput {
-        now: jiff::Timestamp::from_second(r.now).unwrap(),
-        attempted: &r.attempted,
-        applied: r.applied.as_deref(),
-        invalid: &r.invalid,
-        instances: &r.instances,
-        machine_sets: &r.machine_sets,
-        report: None,
-        drift_check: false,
-        drift_mode: DriftMode::Correct,
-        secrets: &r.secrets,
-        suspended_by: None,
-    };
+    let input = r.input();
     let debug = format!("{input:?}");
     assert!(!debug.contains("s3cr3t"), "{debug}");
     assert!(debug.contains("[1 redacted]"), "{debug}");

@@ -52,7 +52,12 @@ impl Round {
 
     /// The status this round renders over `previous`.
     pub fn render(&self, previous: &Status) -> Status {
-        let input = RoundInput {
+        render(previous, &self.input())
+    }
+
+    /// The renderer's input for this round.
+    pub fn input(&self) -> RoundInput<'_> {
+        RoundInput {
             now: jiff::Timestamp::from_second(self.now).unwrap(),
             attempted: &self.attempted,
             applied: self.applied.as_deref(),
@@ -64,8 +69,7 @@ impl Round {
             drift_mode: self.drift_mode,
             secrets: &self.secrets,
             suspended_by: None,
-        };
-        render(previous, &input)
+        }
     }
 }
 
