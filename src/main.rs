@@ -16,6 +16,13 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 fn main() -> ExitCode {
     let args = match cli::Cli::try_parse() {
         Ok(args) => args,
+        Err(e) if e.use_stderr() && cli::logging::json_requested(std::env::args_os()) => {
+            // `--log-format json` (or WINFLEET_LOG_FORMAT=json) holds for
+            // usage errors too: one JSON line, clap's text as the message.
+            cli::logging::init(cli::logging::LogFormat::Json, cli::logging::USAGE);
+            cli::output::error(e.render().to_string().trim_end());
+            return ExitCode::from(1);
+        }
         Err(e) => {
             let _ = e.print();
             // Usage errors exit 1, not clap's 2: for `plan`, 2 means "changes".

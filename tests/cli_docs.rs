@@ -1,6 +1,8 @@
 //! The command line's own documentation and logs: shell completions and
-//! man pages come from the same definition as the arguments, and
-//! `--log-format json` makes every stderr line JSON.
+//! man pages come from the same definition as the arguments (with EXIT
+//! STATUS and ENVIRONMENT sections), the README's usage lists every
+//! subcommand, `apply` needs no `--once`, and `--log-format json` makes
+//! every stderr line JSON, usage errors included.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,7 +10,20 @@ use std::process::Command;
 
 use serde_json::Value;
 
-const SUBCOMMANDS: [&str; 7] = ["validate", "render", "plan", "apply", "run", "status", "payload"];
+const SUBCOMMANDS: [&str; 10] =
+    ["validate", "render", "plan", "apply", "run", "status", "payload", "import", "suspend", "resume"];
+
+/// The subcommands `winfleet --help` lists (the clap definition itself).
+fn listed_subcommands() -> Vec<String> {
+    let (code, help, err) = winfleet(&["--help"]);
+    assert_eq!(code, 0, "{err}");
+    let commands = help.split("Commands:").nth(1).unwrap().split("Options:").next().unwrap();
+    commands
+        .lines()
+        .filter_map(|l| l.strip_prefix("  ")?.split_whitespace().next().map(str::to_owned))
+        .filter(|name| name != "help")
+        .collect()
+}
 
 fn winfleet(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_winfleet")).args(args).output().unwrap();
@@ -75,4 +90,75 @@ fn with_log_format_json_every_stderr_line_of_a_failing_validate_is_json() {
     // The same run in text: the familiar lines.
     let (_, _, text) = winfleet(&["validate", "--repo", repo]);
     assert!(text.contains("fleet.yaml:17:5: /spec/drift/interval:"), "{text}");
+}
+
+#[test]
+fn the_readme_usage_lists_every_subcommand() {
+    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    let usage = readme.split("## Usage").nth(1).unwrap().split("```").nth(1).unwrap();
+    let listed = listed_subcommands();
+    for sub in SUBCOMMANDS {
+        assert!(listed.iter().any(|l| l == sub), "winfleet --help lists {sub}: {listed:?}");
+    }
+    for sub in &listed {
+        assert!(
+            usage.lines().any(|l| l.starts_with(&format!("winfleet {sub} "))),
+            "README usage lacks {sub}:\n{usage}"
+        );
+    }
+}
+
+#[test]
+fn the_man_page_has_exit_status_and_environment_sections() {
+    let (code, page, err) = winfleet(&["man"]);
+    assert_eq!(code, 0, "{err}");
+    let exit = page.split(".SH \"EXIT STATUS\"").nth(1).expect("an EXIT STATUS section");
+    for code in ["0", "1", "2", "3"] {
+        assert!(exit.contains(&format!("\\fB{code}\\fR")), "exit status {code}:\n{exit}");
+    }
+    let environment = page.split(".SH ENVIRONMENT").nth(1).expect("an ENVIRONMENT section");
+    for var in
+        ["WINFLEET_LOG_FORMAT", "WINFLEET_REPO", "WINFLEET_CONTROL_TOKEN_FILE", "WINFLEET_KUBECONFIG", "RUST_LOG"]
+    {
+        assert!(environment.contains(&format!("\\fB{}\\fR", var.replace('-', "\\-"))), "{var}:\n{environment}");
+    }
+    let (code, apply, err) = winfleet(&["man", "apply"]);
+    assert_eq!(code, 0, "{err}");
+    let environment = apply.split(".SH ENVIRONMENT").nth(1).expect("every page has one");
+    assert!(environment.contains("\\-\\-log\\-format"), "{environment}");
+}
+
+#[test]
+fn apply_runs_without_once_and_still_accepts_it() {
+    let missing = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/no-such-repo");
+    let repo = missing.to_str().unwrap();
+    for args in [vec!["apply", "--repo", repo], vec!["apply", "--once", "--repo", repo]] {
+        let (code, out, err) = winfleet(&args);
+        // Past parsing: the missing repository is the error, not a flag.
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert!(!err.contains("Usage:") && !err.contains("--once"), "{args:?}: {err}");
+        assert!(err.contains("no-such-repo"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn usage_errors_honour_log_format_json() {
+    for args in [
+        vec!["plan", "--log-format", "json", "--no-such-flag"],
+        vec!["--log-format=json", "nonsense"],
+        vec!["apply", "--log-format", "json", "--output", "yaml"],
+    ] {
+        let (code, out, err) = winfleet(&args);
+        assert_eq!(code, 1, "{args:?}: {out}");
+        assert!(!err.trim().is_empty(), "{args:?}");
+        for line in err.lines() {
+            let line: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{args:?}: {e}: {line}"));
+            assert_eq!(line["level"], "ERROR", "{line}");
+            assert!(line["fields"]["message"].as_str().unwrap().contains("error:"), "{line}");
+        }
+    }
+    // Without it, clap's own text.
+    let (code, _, err) = winfleet(&["plan", "--no-such-flag"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("Usage:"), "{err}");
 }

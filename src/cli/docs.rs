@@ -45,10 +45,66 @@ pub fn man(args: &ManArgs) -> anyhow::Result<ExitCode> {
         command = sub;
     }
     let mut page = Vec::new();
-    clap_mangen::Man::new(command)
+    clap_mangen::Man::new(command.clone())
         .source(concat!("winfleet ", env!("CARGO_PKG_VERSION")))
         .render(&mut page)
         .context("cannot render the man page")?;
-    output::out(&String::from_utf8_lossy(&page));
+    let mut page = String::from_utf8_lossy(&page).into_owned();
+    page.push_str(EXIT_STATUS);
+    page.push_str(&environment(&command));
+    output::out(&page);
     Ok(ExitCode::SUCCESS)
+}
+
+/// The exit codes every command keeps (roff).
+const EXIT_STATUS: &str = r#".SH "EXIT STATUS"
+.TP
+\fB0\fR
+Success: valid, no changes, the round applied, in sync, all Ready.
+.TP
+\fB1\fR
+An error, a usage error, an invalid repository, or a round in which something failed.
+.TP
+\fB2\fR
+\fBplan\fR and \fBapply \-\-dry\-run\fR: there are changes to apply.
+.TP
+\fB3\fR
+\fBstatus\fR: something is not Ready, the last round failed, the head revision is invalid,
+or the mass\-removal guard holds a deconfigure back.
+"#;
+
+/// The ENVIRONMENT section: every flag of `command` (and of its
+/// subcommands) that an environment variable sets, from the same
+/// definition as the flags.
+fn environment(command: &clap::Command) -> String {
+    let mut vars = std::collections::BTreeMap::new();
+    collect_env(command, &mut vars);
+    let mut section = String::from(".SH ENVIRONMENT\n");
+    for (var, (flag, help)) in vars {
+        section.push_str(&format!(".TP\n\\fB{}\\fR\n{}: {}\n", roff(&var), roff(&flag), roff(&help)));
+    }
+    section.push_str(".TP\n\\fBRUST_LOG\\fR\nThe log filter (e.g. winfleet=debug).\n");
+    section
+}
+
+fn collect_env(command: &clap::Command, vars: &mut std::collections::BTreeMap<String, (String, String)>) {
+    for arg in command.get_arguments() {
+        if let (Some(var), Some(long)) = (arg.get_env(), arg.get_long()) {
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            let first = help.split(". ").next().unwrap_or_default().trim_end_matches('.').to_owned();
+            vars.entry(var.to_string_lossy().into_owned()).or_insert((format!("--{long}"), first));
+        }
+    }
+    for sub in command.get_subcommands() {
+        collect_env(sub, vars);
+    }
+}
+
+/// Escapes roff's hyphen and backslash, and a leading dot or quote.
+fn roff(text: &str) -> String {
+    let escaped = text.replace('\\', "\\e").replace('-', "\\-");
+    match escaped.chars().next() {
+        Some('.' | '\'') => format!("\\&{escaped}"),
+        _ => escaped,
+    }
 }

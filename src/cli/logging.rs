@@ -34,6 +34,26 @@ pub struct Logging {
     pub progress: bool,
 }
 
+/// What a usage error logs (nothing parsed, so no command's own default).
+pub const USAGE: Logging = Logging { filter: "error,winfleet=info", progress: false };
+
+/// Whether the command line (or `WINFLEET_LOG_FORMAT`) asks for JSON logs,
+/// read without clap: for the usage errors clap itself reports.
+pub fn json_requested(args: impl IntoIterator<Item = std::ffi::OsString>) -> bool {
+    let mut format = std::env::var("WINFLEET_LOG_FORMAT").ok();
+    let mut args = args.into_iter().map(|a| a.to_string_lossy().into_owned());
+    while let Some(arg) = args.next() {
+        if arg == "--" {
+            break;
+        } else if arg == "--log-format" {
+            format = args.next();
+        } else if let Some(value) = arg.strip_prefix("--log-format=") {
+            format = Some(value.to_owned());
+        }
+    }
+    format.is_some_and(|f| f.eq_ignore_ascii_case("json"))
+}
+
 /// Installs the subscriber: JSON lines, or text lines plus the progress
 /// drawing when `logging.progress`.
 pub fn init(format: LogFormat, logging: Logging) {

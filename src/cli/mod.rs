@@ -51,7 +51,7 @@ enum Command {
     /// exit 0 = no changes, 2 = changes, 1 = error.
     Plan(PlanArgs),
     /// Observe the cluster and every node and change what differs, rebooting safely where needed
-    /// (one round with --once): exit 0 = done, 1 = something failed; with --dry-run 0 = in sync,
+    /// (one round; --once is accepted): exit 0 = done, 1 = something failed; with --dry-run 0 = in sync,
     /// 2 = changes, 1 = error.
     Apply(ApplyArgs),
     /// Run continuously: fetch or watch the repository, apply each new commit, re-check drift, and
@@ -143,8 +143,9 @@ struct PlanArgs {
 struct ApplyArgs {
     #[command(flatten)]
     repo: RepoArgs,
-    /// Run one round and exit (`winfleet run` is the continuous reconciler).
-    #[arg(long, required = true)]
+    /// Accepted and ignored: `apply` always runs one round and exits (`winfleet run` is the
+    /// continuous reconciler).
+    #[arg(long)]
     once: bool,
     /// Observe and print the live plan; change nothing.
     #[arg(long)]
