@@ -5,7 +5,7 @@
 //! version annotation.
 //!
 //! Only winfleet's own cordon is ever lifted: the cordon records itself in
-//! [`CORDONED_ANNOTATION`], and [`finish`] uncordons only a Node carrying it.
+//! [`CORDONED_ANNOTATION`], and [`uncordon`] uncordons only a Node carrying it.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
@@ -74,7 +74,7 @@ pub(crate) async fn cordon(nodes: &Api<Node>, name: &str, marker: Option<(&str, 
 
 /// Lifts winfleet's cordon (never an administrator's) and the upgrade
 /// marker; with `version`, sets the version annotation in the same write.
-pub(crate) async fn finish(nodes: &Api<Node>, name: &str, version: Option<&str>) -> Result<(), String> {
+pub(crate) async fn uncordon(nodes: &Api<Node>, name: &str, version: Option<&str>) -> Result<(), String> {
     patch_fresh(nodes, name, |n| {
         let mut annotations = json!({ UPGRADING_ANNOTATION: null, CORDONED_ANNOTATION: null });
         if let Some(v) = version {

@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 use super::NodeObs;
 use super::apply::api_error;
 use super::approve::{self, CsrReport};
-use super::cordon::{cordon, finish, patch_fresh};
+use super::cordon::{cordon, patch_fresh, uncordon};
 use super::events::{Events, Reason, Regarding};
 use super::metadata::plan_node_metadata;
 use super::observe::{WINDOWS_NODES, node_obs};
@@ -273,7 +273,7 @@ async fn join_one(shared: &Shared<'_>, candidate: Candidate<'_>) -> JoinReport {
         }
         ready(&nodes, &node.name, started, shared.options).await.map_err(|e| (JoinStep::Ready, e))?;
         let version = candidate.instance.spec.lifecycle.as_ref().map(|l| l.version.clone()).unwrap_or_default();
-        finish(&nodes, &node.name, Some(&version)).await.map_err(|e| (JoinStep::Finish, e))
+        uncordon(&nodes, &node.name, Some(&version)).await.map_err(|e| (JoinStep::Finish, e))
     };
     match steps.await {
         Ok(()) => {

@@ -22,7 +22,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::apply::api_error;
-use super::cordon::{cordon, finish};
+use super::cordon::{cordon, uncordon};
 use super::drain::{DrainOptions, drain};
 use super::events::{Events, Reason, Regarding};
 use super::join::{JoinOptions, ready};
@@ -247,7 +247,7 @@ async fn run(r: &Rollout<'_>, c: &Candidate<'_>) -> UpgradeResult {
         Err(reason) => {
             // Nothing was changed on the node: undo the cordon, keep the
             // version; the next round tries again.
-            let note = match finish(&nodes, name, None).await {
+            let note = match uncordon(&nodes, name, None).await {
                 Ok(()) => format!("{reason}; uncordoned, the upgrade is still to come"),
                 Err(e) => format!("{reason}; uncordoning failed too ({e})"),
             };
@@ -267,7 +267,7 @@ async fn run(r: &Rollout<'_>, c: &Candidate<'_>) -> UpgradeResult {
     if let Err(e) = ready(&nodes, name, started, r.join).await {
         return fail(UpgradeStage::Ready, format!("{e}; the node stays cordoned"));
     }
-    if let Err(e) = finish(&nodes, name, Some(&version(c))).await {
+    if let Err(e) = uncordon(&nodes, name, Some(&version(c))).await {
         return fail(UpgradeStage::Finish, e);
     }
     UpgradeResult::Upgraded { evicted, operations }
