@@ -3,7 +3,8 @@
 //! either API server ([`Backend`]): the Secret is rotated between two rounds of
 //! the same process, with the same loaded revision (nothing restarted or
 //! reloaded), and the node's hosts.toml `authorization` header follows.
-//! The credentials appear in no report, text or JSON.
+//! The credentials appear in no report (text, JSON, a dry run's plan) and
+//! in no status file.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,10 +21,12 @@ use support::apiserver::ApiServer;
 use support::controlplane::{Backend, TestApi};
 use support::fleet::TestFleet;
 use winfleet::cluster::connect::Cluster;
+use winfleet::desired::kinds::fleet::DriftMode;
 use winfleet::desired::model::{Desired, Instance};
 use winfleet::engine::host::SshHost;
 use winfleet::reconcile::{self, Options, report::RoundReport};
 use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
+use winfleet::status::{RoundInput, Status};
 
 const MIRROR: &str = "mirror.corp.example:5000";
 
@@ -57,9 +60,9 @@ fn repository(fleet: &TestFleet) -> Desired {
     loaded.desired.unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics))
 }
 
-async fn round(cluster: &Cluster, pool: &Pool, desired: &Desired) -> RoundReport {
+async fn round(cluster: &Cluster, pool: &Pool, desired: &Desired, dry_run: bool) -> RoundReport {
     let instances: Vec<&Instance> = desired.instances.values().collect();
-    let options = Options { max_parallel: 2, whole_fleet: true, ..Options::default() };
+    let options = Options { dry_run, max_parallel: 2, whole_fleet: true, ..Options::default() };
     let host = SshHost { pool };
     reconcile::round(Some(cluster), pool, &host, desired, &instances, &options, |_| {}).await
 }
@@ -70,8 +73,27 @@ fn forms(password: &str) -> [String; 3] {
     [password.to_owned(), STANDARD.encode(&pair), pair]
 }
 
-fn assert_hidden(report: &RoundReport, password: &str) {
-    for text in [report.render_text(), report.render_json()] {
+/// The report's text and JSON, and the status files rendered from it with
+/// no redaction list at all (the credential must not get there in the
+/// first place), hold no form of the credential.
+fn assert_hidden(report: &RoundReport, desired: &Desired, password: &str) {
+    let instances: Vec<String> = desired.instances.keys().cloned().collect();
+    let input = RoundInput {
+        now: jiff::Timestamp::UNIX_EPOCH,
+        attempted: "0123456789abcdef0123456789abcdef01234567",
+        applied: Some("0123456789abcdef0123456789abcdef01234567"),
+        invalid: &[],
+        instances: &instances,
+        machine_sets: &[],
+        report: Some(report),
+        drift_check: false,
+        drift_mode: DriftMode::Correct,
+        secrets: &[],
+        suspended_by: None,
+    };
+    let files = winfleet::status::to_files(&winfleet::status::render(&Status::default(), &input));
+    let status: String = files.values().map(|bytes| String::from_utf8_lossy(bytes).into_owned()).collect();
+    for text in [report.render_text(), report.render_json(), status] {
         for form in forms(password) {
             assert!(!text.contains(&form), "the credential ({form}) is in the report:\n{text}");
         }
@@ -91,29 +113,38 @@ async fn a_rotated_secret_reaches_hosts_toml(api: TestApi) {
     let node = &fleet.nodes[0];
     let hosts_toml = "certs.d/quay.io/hosts.toml";
 
-    let report = round(&cluster, &pool, &desired).await;
+    let report = round(&cluster, &pool, &desired, false).await;
     assert!(!report.failed(), "{}", report.render_text());
     let first = node.read(hosts_toml).expect("hosts.toml written");
     let header = |password: &str| format!("authorization = \"Basic {}\"", STANDARD.encode(format!("robot:{password}")));
     assert!(first.contains(&header("first-s3cret")), "{first}");
-    assert_hidden(&report, "first-s3cret");
+    assert_hidden(&report, &desired, "first-s3cret");
 
     // Rotated in the cluster; the same process and the same loaded revision.
     let secrets: Api<Secret> = Api::namespaced(api.client(), "openshift-config");
     let rotated = json!({"data": pull_secret("second-s3cret")["data"].clone()});
     secrets.patch("pull-secret", &PatchParams::default(), &Patch::Merge(&rotated)).await.unwrap();
-    let report = round(&cluster, &pool, &desired).await;
+    let report = round(&cluster, &pool, &desired, false).await;
     assert!(!report.failed(), "{}", report.render_text());
     let second = node.read(hosts_toml).unwrap();
     assert!(second.contains(&header("second-s3cret")), "{second}");
     assert!(!second.contains(&header("first-s3cret")), "{second}");
     assert!(report.render_text().contains("hosts.toml"), "the rotation is a file change: {}", report.render_text());
-    assert_hidden(&report, "second-s3cret");
+    assert_hidden(&report, &desired, "second-s3cret");
 
     // Nothing new: nothing written.
-    let report = round(&cluster, &pool, &desired).await;
+    let report = round(&cluster, &pool, &desired, false).await;
     let quiet = report.nodes.iter().all(|n| !n.has_changes());
     assert!(quiet, "{}", report.render_text());
+
+    // A further rotation in a dry run (plan --live): the change is shown,
+    // the credential is not, and the node keeps its file.
+    let third = json!({"data": pull_secret("third-s3cret")["data"].clone()});
+    secrets.patch("pull-secret", &PatchParams::default(), &Patch::Merge(&third)).await.unwrap();
+    let plan = round(&cluster, &pool, &desired, true).await;
+    assert!(plan.has_changes() && plan.render_text().contains("hosts.toml"), "{}", plan.render_text());
+    assert_hidden(&plan, &desired, "third-s3cret");
+    assert_eq!(node.read(hosts_toml).unwrap(), second, "a dry run writes nothing");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -138,7 +169,7 @@ async fn without_the_secret_in_the_cluster_no_authorization_is_written() {
         Settings::default(),
     );
     let desired = repository(&fleet);
-    let report = round(&cluster, &pool, &desired).await;
+    let report = round(&cluster, &pool, &desired, false).await;
     assert!(!report.failed(), "{}", report.render_text());
     let file = fleet.nodes[0].read("certs.d/quay.io/hosts.toml").unwrap();
     assert!(!file.contains("authorization"), "{file}");
