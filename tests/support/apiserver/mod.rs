@@ -11,7 +11,9 @@
 //! (cluster); machineconfiguration.openshift.io/v1 `controllerconfigs`
 //! (cluster); core/v1 `secrets`, `configmaps`; certificates.k8s.io/v1
 //! `certificatesigningrequests` (+ `status`, `approval`); coordination.k8s.io/v1
-//! `leases`; and `/version`. Anything else is a 404 Status. A cluster-scoped
+//! `leases`; core/v1 `namespaces` (cluster), `services`, `endpoints` and
+//! monitoring.coreos.com/v1 `servicemonitors` (Windows node monitoring);
+//! and `/version`. Anything else is a 404 Status. A cluster-scoped
 //! type under a namespaced URL is 404; namespaced types list and watch
 //! across all namespaces (`/api/v1/pods`) or in one.
 //!
@@ -83,7 +85,10 @@
 //!   real server (`eviction.rs`).
 //! - PUT never creates; no defaulting of built-in types, no schema
 //!   validation (custom resources are pruned and defaulted only), no RBAC,
-//!   `scale` for MachineSets only (`scale.rs`), no namespaces resource, no Table output, no
+//!   `scale` for MachineSets only (`scale.rs`), namespaces stored as plain objects
+//!   (no namespace lifecycle: an object may be created in a namespace that
+//!   does not exist), Endpoints addresses not validated (the real server
+//!   refuses loopback and link-local IPs there), no Table output, no
 //!   protobuf. Periodic watch bookmarks are not sent.
 //! - Admission is a test hook (`reject`), called under the store lock: it
 //!   must not call back into the ApiServer.
