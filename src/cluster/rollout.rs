@@ -16,17 +16,18 @@ use futures::StreamExt;
 use futures::stream::FuturesUnordered;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::apply::api_error;
+use super::cordon;
 use super::drain::{DrainOptions, drain};
 use super::events::{Events, Reason, Regarding};
 use super::observe::node_obs;
-use super::{CORDONED_ANNOTATION, FIELD_MANAGER, NodeObs, REBOOT_REQUIRED_ANNOTATION, REBOOTING_ANNOTATION};
+use super::{CORDONED_ANNOTATION, NodeObs, REBOOT_REQUIRED_ANNOTATION, REBOOTING_ANNOTATION};
 use crate::desired::model::Instance;
 use crate::engine::host::Host;
 use crate::progress::{self, Phase};
@@ -245,7 +246,7 @@ async fn run_reboot<H: Host>(
             Ok(n) => node_obs(&n),
             Err(e) => return fail(RebootStage::Cordon, format!("cannot read the Node: {}", api_error(&e))),
         };
-        if let Err(e) = patch_node(&nodes, &node.name, &cordon_patch(&fresh, &before)).await {
+        if let Err(e) = cordon::patch(&nodes, &node.name, &cordon_patch(&fresh, &before)).await {
             return fail(RebootStage::Cordon, format!("cannot cordon: {e}"));
         }
         progress::step(&node.name, Phase::Cordon, "cordoned for a safe reboot");
@@ -256,7 +257,7 @@ async fn run_reboot<H: Host>(
         evicted = match drain(client, events, (&node.name, &node.uid), drain_options).await {
             Ok(n) => n,
             Err(reason) => {
-                let note = match finish(&nodes, node, false).await {
+                let note = match uncordon(&nodes, node, false).await {
                     Ok(()) => format!("{reason}; uncordoned, the reboot is still owed"),
                     Err(e) => format!("{reason}; uncordoning failed too ({e})"),
                 };
@@ -266,7 +267,7 @@ async fn run_reboot<H: Host>(
         };
         sent = Some(jiff::Timestamp::now());
         if let Err(reason) = host.reboot(instance).await {
-            let note = match finish(&nodes, node, false).await {
+            let note = match uncordon(&nodes, node, false).await {
                 Ok(()) => format!("reboot command refused: {reason}; uncordoned"),
                 Err(e) => format!("reboot command refused: {reason}; uncordoning failed too ({e})"),
             };
@@ -286,7 +287,7 @@ async fn run_reboot<H: Host>(
             .await;
         return fail(RebootStage::WaitBack, reason);
     }
-    if let Err(e) = finish(&nodes, node, true).await {
+    if let Err(e) = uncordon(&nodes, node, true).await {
         return fail(RebootStage::Uncordon, format!("cannot uncordon: {e}"));
     }
     events.publish(regarding(), Reason::Rebooted, "back with a new boot and Ready; uncordoned").await;
@@ -356,14 +357,14 @@ fn back_in(node: &Node, boot: &str, since: jiff::Timestamp) -> Result<(), &'stat
 
 /// Lifts winfleet's cordon and its markers. `rebooted`: the reboot happened,
 /// so WMCO's reboot-required annotation goes too.
-async fn finish(nodes: &Api<Node>, node: &NodeObs, rebooted: bool) -> Result<(), String> {
+async fn uncordon(nodes: &Api<Node>, node: &NodeObs, rebooted: bool) -> Result<(), String> {
     // Read fresh: a resumed node's observation is from before the crash.
     let fresh = match nodes.get_opt(&node.name).await {
         Ok(Some(n)) => node_obs(&n),
         Ok(None) => return Err(format!("Node {} is gone", node.name)),
         Err(e) => return Err(api_error(&e)),
     };
-    patch_node(nodes, &node.name, &finish_patch(&fresh, rebooted)).await
+    cordon::patch(nodes, &node.name, &uncordon_patch(&fresh, rebooted)).await.map(drop)
 }
 
 /// The cordon: unschedulable, the disruption marker with the boot id
@@ -383,7 +384,7 @@ fn cordon_patch(node: &NodeObs, boot_id_before: &str) -> Value {
 
 /// Lifting winfleet's markers, and its cordon only if it made it; WMCO's
 /// reboot-required goes only once the node has `rebooted`. Pure.
-fn finish_patch(node: &NodeObs, rebooted: bool) -> Value {
+fn uncordon_patch(node: &NodeObs, rebooted: bool) -> Value {
     let mut annotations = json!({ REBOOTING_ANNOTATION: null, CORDONED_ANNOTATION: null });
     if rebooted {
         annotations[REBOOT_REQUIRED_ANNOTATION] = Value::Null;
@@ -393,9 +394,4 @@ fn finish_patch(node: &NodeObs, rebooted: bool) -> Value {
         patch["spec"] = json!({ "unschedulable": false });
     }
     patch
-}
-
-async fn patch_node(nodes: &Api<Node>, name: &str, patch: &Value) -> Result<(), String> {
-    let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-    nodes.patch(name, &params, &Patch::Merge(patch)).await.map(drop).map_err(|e| api_error(&e))
 }
