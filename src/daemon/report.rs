@@ -13,6 +13,7 @@ use super::source::Source;
 use super::source::{GIT_TIMEOUT, short};
 use crate::desired::model::{Desired, FleetSettings};
 use crate::engine::report::NodeResult;
+use crate::reconcile::left_configured::LeftProbe;
 use crate::reconcile::report::RoundReport;
 use crate::source::transport::GitAuth;
 use crate::status::publish::{self, Published, StatusCommit, StatusTarget};
@@ -39,6 +40,8 @@ pub struct StatusWriter {
     /// Instances the last round written found drifted (its status lists
     /// their drift), for the metric: the same verdict, whatever the round.
     drifted: u64,
+    /// This round's check of the hosts left configured, for the next write.
+    left: Option<LeftProbe>,
 }
 
 /// Drift entries of statuses not pushed yet.
@@ -107,6 +110,7 @@ impl StatusWriter {
             previous: None,
             unpushed: Unpushed::default(),
             drifted: 0,
+            left: None,
         };
         writer.refresh_secrets();
         writer
@@ -156,6 +160,7 @@ impl StatusWriter {
             suspended_by,
         };
         let mut next = status::render(&previous, &input);
+        status::left::keep(&previous, &mut next, self.left.take().as_ref(), &instances, input.now, &self.secrets);
         self.drifted = drifted(report, &next);
         self.unpushed.carry_into(&mut next);
         let commit = StatusCommit { files: status::to_files(&next), message: status::commit_message(attempted, &next) };
@@ -212,6 +217,18 @@ impl StatusWriter {
     pub fn applied_revision(&self, address: &str) -> Option<&str> {
         let (_, _, status) = self.previous.as_ref()?;
         status.instances.get(address)?.applied_revision.as_deref()
+    }
+
+    /// The hosts to check for what winfleet left on them: instances of the
+    /// last status (read from Git after a restart) no longer `listed`.
+    pub async fn left_candidates(&mut self, fleet: &FleetSettings, listed: &[String]) -> Vec<String> {
+        let target = self.target(fleet);
+        status::left::candidates(&self.previous(&target).await, listed)
+    }
+
+    /// What this round found on those hosts, for the status it writes.
+    pub fn set_left(&mut self, probe: LeftProbe) {
+        self.left = Some(probe);
     }
 
     /// Instances the last round written found drifted.

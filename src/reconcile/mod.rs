@@ -19,6 +19,7 @@
 
 mod changes;
 mod leaving;
+pub mod left_configured;
 mod lifecycle;
 pub mod machines;
 #[cfg(test)]

@@ -12,10 +12,13 @@
 //! - [`summary`]: counts, the one-line summary, the commit message.
 //! - [`read`]: the files of a status branch (git2), for `winfleet status`.
 //! - [`publish`]: commits and pushes the files.
+//! - [`left`]: hosts left configured when they left the repository with no
+//!   Node to drain them.
 //!
 //! Nothing here but [`read`] and [`publish`] does IO.
 
 pub mod files;
+pub mod left;
 pub mod machineset;
 pub mod model;
 pub mod publish;

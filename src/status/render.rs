@@ -180,7 +180,7 @@ fn leaving(d: &crate::cluster::deconfigure::DeconfigureReport) -> crate::status:
     crate::status::model::Leaving { node: d.node.clone(), address: d.address.clone(), state: state.to_owned(), reason }
 }
 
-fn instance_from(
+pub(super) fn instance_from(
     before: Option<&InstanceStatus>,
     address: &str,
     v: Verdict<InstancePhase>,
@@ -259,7 +259,7 @@ fn conditions<P>(
 }
 
 /// Kubernetes writes condition times in whole seconds.
-fn whole_seconds(now: jiff::Timestamp) -> jiff::Timestamp {
+pub(super) fn whole_seconds(now: jiff::Timestamp) -> jiff::Timestamp {
     jiff::Timestamp::from_second(now.as_second()).unwrap_or(now)
 }
 

@@ -18,7 +18,7 @@ use crate::daemon::triggers::schedule::{Schedule, Work};
 use crate::desired::kinds::fleet::DriftMode;
 use crate::desired::model::{Desired, Instance};
 use crate::engine::host::SshHost;
-use crate::reconcile::{self, Options};
+use crate::reconcile::{self, Options, left_configured};
 use crate::status::redact;
 
 impl Daemon {
@@ -114,6 +114,13 @@ impl Daemon {
             }
         })
         .await;
+        if whole_fleet {
+            // Hosts that left the repository with no Node to drain them.
+            let listed: Vec<String> = desired.instances.keys().cloned().collect();
+            let left = self.status.left_candidates(&desired.fleet, &listed).await;
+            let parallel = options.max_parallel;
+            self.status.set_left(left_configured::probe(&self.pool, desired, &left, parallel).await);
+        }
         let applied_at = Instant::now();
         let (changed, failed) = self.after_round(&report, kind, schedule, suspended.is_some());
         let result = if failed > 0 { "failed" } else { "succeeded" };
