@@ -13,6 +13,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::body::{Body, Bytes};
@@ -25,6 +26,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
+use winfleet::daemon::http::health::Liveness;
 use winfleet::daemon::http::metrics::Metrics;
 use winfleet::daemon::http::{HttpState, OPENMETRICS_CONTENT_TYPE, ops_router, serve, webhook_router};
 use winfleet::daemon::triggers::Trigger;
@@ -38,6 +40,7 @@ fn state(webhook: Option<WebhookConfig>) -> (HttpState, UnboundedReceiver<Trigge
     let state = HttpState {
         metrics: Arc::new(Metrics::new()),
         ready: Arc::new(AtomicBool::new(false)),
+        liveness: Arc::new(Liveness::new(Duration::from_secs(60), Default::default())),
         webhook: webhook.map(Arc::new),
         triggers,
         forward: None,

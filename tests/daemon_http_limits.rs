@@ -18,6 +18,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc::{UnboundedReceiver, unbounded_channel};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use winfleet::daemon::http::health::Liveness;
 use winfleet::daemon::http::metrics::Metrics;
 use winfleet::daemon::http::{HttpState, Limits, ops_router, serve_with, webhook_router};
 use winfleet::daemon::triggers::Trigger;
@@ -33,6 +34,7 @@ fn state() -> (HttpState, UnboundedReceiver<Trigger>) {
     let state = HttpState {
         metrics: Arc::new(Metrics::new()),
         ready: Arc::new(AtomicBool::new(true)),
+        liveness: Arc::new(Liveness::new(Duration::from_secs(60), Default::default())),
         webhook: Some(Arc::new(WebhookConfig::new(SECRET.to_vec(), "main"))),
         triggers,
         forward: None,

@@ -147,6 +147,10 @@ fn check_common(variant: &str, objects: &[Value]) -> Value {
         role["rules"].as_array().unwrap().iter().flat_map(|r| r["verbs"].as_array().unwrap()).collect();
     assert_eq!(verbs, [&json!("get"), &json!("update"), &json!("create")], "{variant}: exactly the calls lease/ makes");
     check_control_token(variant, &deployment);
+    // Liveness is /healthz (503 for a wedged loop, tests/daemon_http_health.rs), readiness /readyz.
+    let probe = |kind: &str| (winfleet[kind]["httpGet"]["path"].clone(), winfleet[kind]["httpGet"]["port"].clone());
+    assert_eq!(probe("livenessProbe"), (json!("/healthz"), json!("metrics")), "{variant}");
+    assert_eq!(probe("readinessProbe"), (json!("/readyz"), json!("metrics")), "{variant}");
     check_token_isolation(variant, &deployment);
     check_pod_events(variant, objects);
     deployment

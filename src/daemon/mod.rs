@@ -140,6 +140,20 @@ pub enum DaemonError {
 
 /// Starts the daemon: endpoints, leader election, watches and the loop.
 pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Result<Handle, DaemonError> {
+    start_with(config, cluster, pool, None).await
+}
+
+/// [`start`], with `/healthz`'s allowance (default: [`http::health::allowance`]).
+pub async fn start_with(
+    config: Config,
+    cluster: Option<Cluster>,
+    pool: Pool,
+    allowance: Option<Duration>,
+) -> Result<Handle, DaemonError> {
+    let (join, waits) = (&config.join, [config.drain_timeout, config.reboot_timeout, source::GIT_TIMEOUT]);
+    let waits = [join.register_timeout, join.ready_timeout].into_iter().chain(waits).collect::<Vec<_>>();
+    let allowance = allowance.unwrap_or_else(|| http::health::allowance(pool.settings(), &waits));
+    let liveness = Arc::new(http::health::Liveness::new(allowance, pool.activity.clone()));
     let shutdown = CancellationToken::new();
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
@@ -190,6 +204,7 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
     let state = |webhook: Option<Arc<triggers::webhook::WebhookConfig>>| http::HttpState {
         metrics: Arc::clone(&metrics),
         ready: Arc::clone(&ready),
+        liveness: Arc::clone(&liveness),
         triggers: triggers.clone(),
         forward: forward.clone(),
         suspension: suspension.clone(),
@@ -229,7 +244,7 @@ pub async fn start(config: Config, cluster: Option<Cluster>, pool: Pool) -> Resu
         // The loop holds a sender itself: with no webhook, watch or cluster
         // watch, its timers still run (the channel never reads as closed).
         let triggers = Triggers { receiver, _sender: sender, _watcher: watcher };
-        let result = run_loop(daemon, schedule, triggers, election.leader, shutdown_loop).await;
+        let result = run_loop(daemon, schedule, triggers, election.leader, shutdown_loop, liveness).await;
         election.stop.cancel();
         if let Some(task) = lease_task {
             // The release is a GET and a PUT: let it reach the API server.
@@ -280,6 +295,7 @@ async fn run_loop(
     triggers: Triggers,
     mut leader: Option<watch::Receiver<bool>>,
     shutdown: CancellationToken,
+    liveness: Arc<http::health::Liveness>,
 ) -> Result<(), DaemonError> {
     let mut receiver = triggers.receiver;
     // When the pooled connections are closed, if no round uses them first.
@@ -290,6 +306,7 @@ async fn run_loop(
             schedule.trigger(trigger);
         }
         let now = Instant::now();
+        liveness.working();
         let leading = leader.as_mut().is_none_or(|l| *l.borrow_and_update());
         daemon.metrics().set_leader(leading);
         if !leading {
@@ -301,6 +318,7 @@ async fn run_loop(
                 daemon.probe_source().await;
             }
             let Some(l) = leader.as_mut() else { continue };
+            liveness.waiting_until(schedule.next_wake(now));
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 changed = l.changed() => {
@@ -358,6 +376,8 @@ async fn run_loop(
             }
             continue;
         }
+        let wake = schedule.next_wake(now);
+        liveness.waiting_until(close_at.map_or(wake, |close| close.min(wake)));
         tokio::select! {
             () = shutdown.cancelled() => break,
             trigger = receiver.recv() => match trigger {

@@ -8,6 +8,7 @@
 //!
 //! [`Script`]: crate::dialect::Script
 
+pub mod activity;
 pub mod conversation;
 pub mod session;
 pub mod sftp;
@@ -22,6 +23,7 @@ use russh::keys::PrivateKey;
 use tokio::sync::Mutex;
 
 pub use crate::known_hosts::{HostKeyError, KnownHosts};
+pub use activity::Activity;
 pub use conversation::Conversation;
 pub use session::{Output, Session};
 
@@ -182,6 +184,8 @@ pub struct Pool {
     /// File hashes each node reported, by stat key (see
     /// [`crate::lifecycle::facts`]): kept across rounds like connections.
     hashes: std::sync::Mutex<HashMap<Target, HashCache>>,
+    /// SSH operations finished (the daemon's `/healthz` reads a round's progress from it).
+    pub activity: Activity,
 }
 
 impl Pool {
@@ -194,6 +198,7 @@ impl Pool {
             sessions: Mutex::new(HashMap::new()),
             shells: conversation::Shells::default(),
             hashes: std::sync::Mutex::new(HashMap::new()),
+            activity: Activity::default(),
         }
     }
 
@@ -246,7 +251,7 @@ impl Pool {
     {
         let cached = self.sessions.lock().await.get(target).cloned();
         if let Some(session) = cached {
-            match work(Arc::clone(&session)).await {
+            match self.activity.count(work(Arc::clone(&session))).await {
                 Ok(done) => return Ok(done),
                 Err(e) if session.is_closed() && reconnect => {
                     tracing::debug!(%target, error = %e, "cached connection is gone; reconnecting");
@@ -259,7 +264,7 @@ impl Pool {
             }
         }
         let session = self.connect(target).await?;
-        let result = work(session).await;
+        let result = self.activity.count(work(session)).await;
         if result.is_err() {
             self.forget(target).await;
         }
@@ -296,7 +301,7 @@ impl Pool {
     }
 
     async fn exchange_once(&self, conversation: &mut Conversation, script: &Script) -> Result<Output, SshError> {
-        let result = conversation.exchange(&script.input, self.settings.command_timeout).await;
+        let result = self.activity.count(conversation.exchange(&script.input, self.settings.command_timeout)).await;
         if result.is_err() {
             self.forget(conversation.target()).await;
         }
@@ -314,8 +319,8 @@ impl Pool {
         let session = (|| Session::connect(target, &self.key, &self.known_hosts, &self.settings))
             .retry(backoff)
             .when(SshError::is_transient)
-            .notify(|e, delay| tracing::debug!(%target, error = %e, ?delay, "transient SSH failure; retrying"))
-            .await?;
+            .notify(|e, delay| tracing::debug!(%target, error = %e, ?delay, "transient SSH failure; retrying"));
+        let session = self.activity.count(session).await?;
         let session = Arc::new(session);
         self.sessions.lock().await.insert(target.clone(), Arc::clone(&session));
         Ok(session)
@@ -330,7 +335,7 @@ impl Pool {
             Some(session) if !session.is_closed() => session,
             _ => self.connect(target).await?,
         };
-        let result = session.upload(files, self.settings.command_timeout).await;
+        let result = self.activity.count(session.upload(files, self.settings.command_timeout)).await;
         if result.is_err() && session.is_closed() {
             self.forget(target).await;
         }

@@ -30,6 +30,7 @@ use crate::daemon::triggers::git_sync::GitSyncSignal;
 use crate::daemon::triggers::webhook::{self, MAX_BODY_BYTES, Verdict, WebhookConfig};
 use crate::daemon::triggers::{Trigger, TriggerSender};
 
+pub mod health;
 pub mod metrics;
 mod serve;
 
@@ -45,6 +46,8 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// Set by the daemon after the first successful fetch; `/readyz` reports it.
     pub ready: Arc<AtomicBool>,
+    /// Whether the daemon's loop makes progress; `/healthz` reports it.
+    pub liveness: Arc<health::Liveness>,
     /// The webhook secret and tracked branch; `None` refuses every webhook.
     pub webhook: Option<Arc<WebhookConfig>>,
     /// Where a verified push sends its [`Trigger::Webhook`].
@@ -102,8 +105,11 @@ pub async fn serve_with(
     serve::run(listener, router, limits, shutdown).await
 }
 
-async fn healthz() -> &'static str {
-    "ok"
+async fn healthz(State(state): State<HttpState>) -> (StatusCode, String) {
+    match state.liveness.check(tokio::time::Instant::now()) {
+        Ok(()) => (StatusCode::OK, "ok".into()),
+        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why),
+    }
 }
 
 async fn readyz(State(state): State<HttpState>) -> (StatusCode, &'static str) {
