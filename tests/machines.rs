@@ -137,3 +137,35 @@ async fn an_autoscaler_change_of_replicas_is_followed_not_reverted_when_git_leav
     let set = bench.api.get(support::machine_bench::MS, "MachineSet", Some(MAPI), SET).await.unwrap();
     assert_eq!(set["spec"]["replicas"], 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_failing_three_rounds_in_a_row_is_reported_on_the_machine_and_never_deleted() {
+    let bench = MachineBench::start(Backend::InMemory, 1, Some(1)).await.unwrap();
+    bench.cloud.ignore_user_data();
+    let reports = bench
+        .rounds_until(30, |r| {
+            r.cluster.as_ref().is_some_and(|c| c.machines.machines.iter().any(|m| m.failed_rounds == 3))
+        })
+        .await;
+    let last = reports.last().unwrap();
+    let text = last.render_text();
+    assert!(text.contains("FAILED (3 rounds in a row; never deleted by winfleet)"), "{text}");
+    assert!(text.contains("refused public key authentication"), "{text}");
+    assert_eq!(status(last), (MachineSetPhase::Progressing, "MachinesFailed"));
+    let machines = bench.machines().await;
+    assert_eq!(machines.len(), 1, "never deleted");
+    let name = machines[0]["metadata"]["name"].as_str().unwrap();
+    assert_eq!(machines[0]["metadata"]["annotations"]["winfleet.io/configure-failures"], "3");
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::namespaced(bench.api.client(), MAPI);
+    let reported: Vec<_> = events
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| e.reason.as_deref() == Some("MachineConfigureFailed"))
+        .collect();
+    assert_eq!(reported.len(), 1, "one Event, at the third round");
+    assert_eq!(reported[0].regarding.as_ref().unwrap().name.as_deref(), Some(name));
+    assert_eq!(reported[0].regarding.as_ref().unwrap().kind.as_deref(), Some("Machine"));
+}

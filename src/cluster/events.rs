@@ -73,6 +73,8 @@ pub enum Reason {
     MachineReplaced,
     /// A new head is not signed by a trusted key: nothing of it is applied.
     RevisionUntrusted,
+    /// Configuring a Machine failed several rounds in a row (never deleted).
+    MachineConfigureFailed,
 }
 
 impl Reason {
@@ -109,6 +111,7 @@ impl Reason {
             Reason::PublicKeyRejected => "PublicKeyRejected",
             Reason::MachineReplaced => "MachineReplaced",
             Reason::RevisionUntrusted => "RevisionUntrusted",
+            Reason::MachineConfigureFailed => "MachineConfigureFailed",
         }
     }
 
@@ -128,6 +131,7 @@ impl Reason {
                 | Reason::PublicKeyRejected
                 | Reason::CsrNearMatch
                 | Reason::JoinFailed
+                | Reason::MachineConfigureFailed
                 | Reason::UpgradeFailed
                 | Reason::RevisionUntrusted
         )
@@ -145,6 +149,8 @@ pub enum Regarding<'a> {
     Csr(&'a str, &'a str),
     /// A Pod by namespace and name (winfleet's own, for what concerns the daemon).
     Pod(&'a str, &'a str),
+    /// A Machine by name and UID.
+    Machine(&'a str, &'a str),
 }
 
 impl Regarding<'_> {
@@ -156,6 +162,9 @@ impl Regarding<'_> {
             }
             Regarding::Csr(name, uid) => ("certificates.k8s.io/v1", "CertificateSigningRequest", None, name, uid),
             Regarding::Pod(namespace, name) => ("v1", "Pod", Some((*namespace).to_owned()), name, &""),
+            Regarding::Machine(name, uid) => {
+                ("machine.openshift.io/v1beta1", "Machine", Some(MACHINE_API_NAMESPACE.to_owned()), name, uid)
+            }
         };
         ObjectReference {
             api_version: Some(api_version.into()),

@@ -31,6 +31,7 @@ pub mod events;
 pub mod fault;
 pub mod join;
 pub mod keys;
+pub mod machine_failures;
 pub mod machinesets;
 pub mod material;
 pub mod metadata;
@@ -71,6 +72,9 @@ pub const UPGRADING_ANNOTATION: &str = "winfleet.io/upgrading";
 /// Marks a node winfleet is deconfiguring (its instance left the
 /// repository); a crash in the middle is finished by the next round.
 pub const DECONFIGURING_ANNOTATION: &str = "winfleet.io/deconfiguring";
+/// Rounds in a row whose configure of a Machine failed
+/// ([`machine_failures`]); winfleet never deletes the Machine for it.
+pub const FAILURES_ANNOTATION: &str = "winfleet.io/configure-failures";
 /// Set when winfleet (not an administrator) cordoned the node, so that only
 /// its own cordon is lifted.
 pub const CORDONED_ANNOTATION: &str = "winfleet.io/cordoned";
@@ -135,6 +139,10 @@ pub struct MachineObs {
     pub azure: bool,
     /// Being deleted (`metadata.deletionTimestamp`, or phase `Deleting`).
     pub deleting: bool,
+    /// UID (Events refer to it).
+    pub uid: String,
+    /// Rounds in a row whose configure of it failed (winfleet's annotation).
+    pub configure_failures: u32,
 }
 
 /// Everything winfleet reads from the cluster in one round.

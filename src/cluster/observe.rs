@@ -140,5 +140,11 @@ fn machine_obs(machine: &DynamicObject) -> MachineObs {
         azure: str_at("/spec/providerSpec/value/kind").is_some_and(|k| k.starts_with("Azure")),
         deleting: machine.metadata.deletion_timestamp.is_some()
             || str_at("/status/phase").as_deref() == Some("Deleting"),
+        uid: machine.metadata.uid.clone().unwrap_or_default(),
+        configure_failures: machine
+            .annotations()
+            .get(super::FAILURES_ANNOTATION)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
     }
 }

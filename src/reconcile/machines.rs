@@ -54,6 +54,13 @@ pub struct MachineReport {
     /// Its step.
     #[serde(flatten)]
     pub step: MachineStep,
+    /// Rounds in a row its configure failed (this one included).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub failed_rounds: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// A Machine's step on its way to a Ready node.
@@ -235,6 +242,7 @@ pub fn report(facts: &ClusterFacts, outcomes: &Outcomes<'_>) -> (Vec<MachineRepo
             machine_set: m.machine_set.clone(),
             address: m.internal_ip.clone(),
             step: step(m, facts, outcomes),
+            failed_rounds: 0,
         })
         .collect();
     let mut sets: BTreeMap<String, MachineSetMachines> = BTreeMap::new();

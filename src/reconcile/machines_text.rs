@@ -58,6 +58,9 @@ pub fn render_machines(out: &mut String, m: &MachinesReport, dry_run: bool) {
             MachineStep::Provisioning { phase } => format!("provisioning (phase {phase}, no InternalIP yet)"),
             MachineStep::Waiting { reason } => format!("waiting: {reason}"),
             MachineStep::Configuring { reason } => format!("configuring: {reason}"),
+            MachineStep::Failed { reason } if machine.failed_rounds > 1 => {
+                format!("FAILED ({} rounds in a row; never deleted by winfleet): {reason}", machine.failed_rounds)
+            }
             MachineStep::Failed { reason } => format!("FAILED: {reason}"),
             MachineStep::Ready => "ready".to_owned(),
         };

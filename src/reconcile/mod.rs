@@ -34,6 +34,7 @@ use crate::cluster::associate::{Association, associate, resolve_all};
 use crate::cluster::connect::Cluster;
 use crate::cluster::events::{Events, Reason, Regarding};
 use crate::cluster::join::{self, JoinOptions};
+use crate::cluster::machine_failures;
 use crate::cluster::material;
 use crate::cluster::upgrade::UpgradeResult;
 use crate::cluster::user_data;
@@ -219,6 +220,16 @@ pub async fn round<H: Host>(
                 .collect(),
         };
         (report.machines.machines, report.machines.machine_sets) = machines::report(&facts, &outcomes);
+        if writable {
+            for m in &mut report.machines.machines {
+                let Some(observed) = facts.machines.get(&m.machine) else { continue };
+                let failure = match &m.step {
+                    machines::MachineStep::Failed { reason } => Some(reason.as_str()),
+                    _ => None,
+                };
+                m.failed_rounds = machine_failures::record(&cluster.client, &events, observed, failure).await;
+            }
+        }
     }
     // Nodes an upgrade left out (cordoned, not back) hold reboot slots too.
     let still_disrupted: Vec<String> = report

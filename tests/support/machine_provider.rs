@@ -57,6 +57,7 @@ struct State {
     next_slot: usize,
     next_name: u64,
     boot_delay: Duration,
+    ignore_user_data: bool,
     log: CloudLog,
 }
 
@@ -139,6 +140,12 @@ impl Cloud {
     /// is Provisioned (a slow boot).
     pub fn set_boot_delay(&self, delay: Duration) {
         self.state.lock().unwrap().boot_delay = delay;
+    }
+
+    /// VMs created from now on boot from an image that ignores the user
+    /// data: no key authorized, so winfleet cannot reach them.
+    pub fn ignore_user_data(&self) {
+        self.state.lock().unwrap().ignore_user_data = true;
     }
 
     /// What the cloud did so far.
@@ -231,7 +238,8 @@ async fn pass(client: &Client, fleet: &Arc<Mutex<TestFleet>>, state: &Arc<Mutex<
                 .as_ref()
                 .and_then(|d| d.get("userData"))
                 .map(|b| String::from_utf8_lossy(&b.0).into_owned());
-            let key = script.as_deref().and_then(authorized_key);
+            let ignore = state.lock().unwrap().ignore_user_data;
+            let key = script.as_deref().and_then(authorized_key).filter(|_| !ignore);
             let (slot, delay) = {
                 let mut s = state.lock().unwrap();
                 let slot = s.next_slot;
