@@ -25,6 +25,7 @@
 mod apiserver;
 mod cluster;
 #[path = "../../tests/support/controlplane.rs"]
+#[allow(unused_imports)]
 mod controlplane;
 #[path = "../../tests/support/fleet.rs"]
 mod fleet;
