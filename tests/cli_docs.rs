@@ -162,3 +162,33 @@ fn usage_errors_honour_log_format_json() {
     assert_eq!(code, 1);
     assert!(err.contains("Usage:"), "{err}");
 }
+
+#[test]
+fn identical_diagnostics_are_grouped_with_a_count() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut list =
+        String::from("apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: many\n");
+    list.push_str("spec:\n  instances:\n");
+    for i in 1..=30 {
+        list.push_str(&format!("  - address: 10.0.0.{i}\n    bogus: 1\n"));
+    }
+    std::fs::write(tmp.path().join("many.yaml"), list).unwrap();
+    let repo = tmp.path().to_str().unwrap();
+
+    let (code, _, err) = winfleet(&["validate", "--repo", repo]);
+    assert_eq!(code, 1, "{err}");
+    let located: Vec<&str> = err.lines().filter(|l| l.starts_with("many.yaml:") && !l.contains("more like")).collect();
+    assert_eq!(located.len(), 3, "three shown with their location:\n{err}");
+    let folded = "many.yaml: 27 more like this, from /spec/instances/3/bogus: unknown field \"bogus\"";
+    assert!(err.lines().any(|l| l == folded), "the rest counted:\n{err}");
+    assert!(err.contains("30 error(s)"), "the verdict still counts them all:\n{err}");
+
+    let (code, _, err) = winfleet(&["validate", "--repo", repo, "--log-format", "json"]);
+    assert_eq!(code, 1, "{err}");
+    let lines: Vec<Value> = err.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let more: Vec<&Value> = lines.iter().filter(|l| l["fields"].get("more").is_some()).collect();
+    assert_eq!(more.len(), 1, "{err}");
+    assert_eq!(more[0]["fields"]["more"], 27);
+    assert_eq!(more[0]["fields"]["first"], "/spec/instances/3/bogus");
+    assert_eq!(lines.iter().filter(|l| l["fields"]["pointer"].is_string()).count(), 3, "{err}");
+}

@@ -59,11 +59,18 @@ fn plain(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "winfleet: {line}");
 }
 
-/// Writes every diagnostic to stderr, one per line (in JSON, one event
-/// each, an error at ERROR and a warning at WARN, with its location).
+/// Diagnostics with the same severity, file and message shown each with
+/// its location; the rest of such a group is one line with their count.
+pub const SHOWN_PER_GROUP: usize = 3;
+
+/// Writes the diagnostics to stderr, one per line (in JSON, one event
+/// each, an error at ERROR and a warning at WARN, with its location);
+/// beyond [`SHOWN_PER_GROUP`] of the same message in the same file, one
+/// line (event) says how many more there are and where the first is.
 pub fn diagnostics(diagnostics: &[Diagnostic]) {
+    let (shown, folded) = group(diagnostics);
     if json() {
-        for d in diagnostics {
+        for d in shown {
             let (path, line, column, pointer, message) = (&d.path, d.line, d.column, &d.pointer, &d.message);
             if d.is_error() {
                 tracing::error!(target: "winfleet", path, line, column, pointer, "{message}");
@@ -71,10 +78,43 @@ pub fn diagnostics(diagnostics: &[Diagnostic]) {
                 tracing::warn!(target: "winfleet", path, line, column, pointer, "{message}");
             }
         }
+        for (d, more) in folded {
+            let (path, pointer, message) = (&d.path, &d.pointer, &d.message);
+            if d.is_error() {
+                tracing::error!(target: "winfleet", path, more, first = pointer, "{more} more: {message}");
+            } else {
+                tracing::warn!(target: "winfleet", path, more, first = pointer, "{more} more: {message}");
+            }
+        }
         return;
     }
     let mut err = std::io::stderr().lock();
-    for d in diagnostics {
+    for d in shown {
         let _ = writeln!(err, "{d}");
     }
+    for (d, more) in folded {
+        let _ = writeln!(err, "{}: {more} more like this, from {}: {}", d.path, d.pointer, d.message);
+    }
+}
+
+/// The diagnostics to show in full, in their order, and per group past
+/// [`SHOWN_PER_GROUP`] the first one left out with the count left out.
+fn group(diagnostics: &[Diagnostic]) -> (Vec<&Diagnostic>, Vec<(&Diagnostic, usize)>) {
+    let mut seen: std::collections::HashMap<(bool, &str, &str), usize> = std::collections::HashMap::new();
+    let (mut shown, mut folded): (Vec<&Diagnostic>, Vec<(&Diagnostic, usize)>) = (Vec::new(), Vec::new());
+    let mut first_folded: std::collections::HashMap<(bool, &str, &str), usize> = std::collections::HashMap::new();
+    for d in diagnostics {
+        let key = (d.is_error(), d.path.as_str(), d.message.as_str());
+        let count = seen.entry(key).or_default();
+        *count += 1;
+        if *count <= SHOWN_PER_GROUP {
+            shown.push(d);
+        } else if let Some(&at) = first_folded.get(&key) {
+            folded[at].1 += 1;
+        } else {
+            first_folded.insert(key, folded.len());
+            folded.push((d, 1));
+        }
+    }
+    (shown, folded)
 }
