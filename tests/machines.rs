@@ -169,3 +169,46 @@ async fn a_machine_failing_three_rounds_in_a_row_is_reported_on_the_machine_and_
     assert_eq!(reported[0].regarding.as_ref().unwrap().name.as_deref(), Some(name));
     assert_eq!(reported[0].regarding.as_ref().unwrap().kind.as_deref(), Some("Machine"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn csrs_another_approver_decides_first_or_a_409_on_approval_are_no_error() {
+    let bench = MachineBench::start(Backend::InMemory, 2, Some(2)).await.unwrap();
+    let support::controlplane::TestApi::InMemory { server, .. } = &bench.api else { unreachable!() };
+    // The first approvals winfleet sends meet a 409 (another writer won).
+    server.fail("PATCH", "/approval", 409, None, 2);
+    // A second approver (as OpenShift's cluster-machine-approver) races
+    // winfleet once winfleet's approvals have met the two 409s.
+    let client = bench.api.client();
+    let served = server.clone();
+    let racer = tokio::spawn(async move {
+        while served.faults_served().len() < 2 {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let csrs: kube::Api<k8s_openapi::api::certificates::v1::CertificateSigningRequest> = kube::Api::all(client);
+        loop {
+            for csr in csrs.list(&Default::default()).await.map(|l| l.items).unwrap_or_default() {
+                let decided = csr.status.as_ref().and_then(|s| s.conditions.as_ref()).is_some_and(|c| !c.is_empty());
+                if !decided {
+                    let patch = serde_json::json!({ "status": { "conditions": [{
+                        "type": "Approved", "status": "True", "reason": "NodeCSRApprove", "message": "machine-approver" }] } });
+                    let name = csr.metadata.name.clone().unwrap();
+                    let _ = csrs.patch_approval(&name, &Default::default(), &kube::api::Patch::Merge(&patch)).await;
+                }
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+    });
+    let reports = bench.rounds_until(30, machine_set_ready).await;
+    racer.abort();
+    for report in &reports {
+        let cluster = report.cluster.as_ref().unwrap();
+        let refused: Vec<_> = cluster
+            .csrs
+            .iter()
+            .filter(|c| matches!(c.outcome, winfleet::cluster::approve::CsrOutcome::Refused { .. }))
+            .collect();
+        assert!(refused.is_empty(), "{}", report.render_text());
+        assert!(cluster.joins.iter().all(|j| !matches!(j.result, winfleet::cluster::join::JoinResult::Failed { .. })));
+    }
+    assert_eq!(server.faults_served().len(), 2, "winfleet's approvals met both 409s");
+}

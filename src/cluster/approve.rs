@@ -115,7 +115,11 @@ pub async fn pass(
                 };
                 let outcome = match csr::check(csr, &request, kind, &node, exists) {
                     Ok(()) => match approve(client, csr, &instance).await {
-                        Ok(()) => {
+                        // Another approver (OpenShift's cluster-machine-approver
+                        // for a Machine's kubelet) changed the CSR first: its
+                        // decision stands, the next pass sees it; no error.
+                        Ok(false) => continue,
+                        Ok(true) => {
                             let note = format!(
                                 "approved the kubelet {kind:?} certificate of instance {instance} (node {node})"
                             );
@@ -140,7 +144,9 @@ pub async fn pass(
     Ok(out)
 }
 
-async fn approve(client: &Client, csr: &CsrObs, instance: &str) -> Result<(), String> {
+/// Approves `csr`: `Ok(false)` when the API answers 409 Conflict (another
+/// approver wrote the CSR since it was read).
+async fn approve(client: &Client, csr: &CsrObs, instance: &str) -> Result<bool, String> {
     let api: Api<CertificateSigningRequest> = Api::all(client.clone());
     let condition = json!({
         "type": "Approved",
@@ -150,5 +156,9 @@ async fn approve(client: &Client, csr: &CsrObs, instance: &str) -> Result<(), St
     });
     let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
     let patch = json!({ "status": { "conditions": [condition] } });
-    api.patch_approval(&csr.name, &params, &Patch::Merge(&patch)).await.map(drop).map_err(|e| api_error(&e))
+    match api.patch_approval(&csr.name, &params, &Patch::Merge(&patch)).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(false),
+        Err(e) => Err(api_error(&e)),
+    }
 }
