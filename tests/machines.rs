@@ -212,3 +212,23 @@ async fn csrs_another_approver_decides_first_or_a_409_on_approval_are_no_error()
     }
     assert_eq!(server.faults_served().len(), 2, "winfleet's approvals met both 409s");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_set_scaled_from_0_to_2_becomes_ready_nodes_on_the_real_control_plane() {
+    let Some(mut bench) = MachineBench::start(Backend::Real, 2, Some(0)).await else { return };
+    let first = bench.round().await;
+    assert!(!first.failed(), "{}", first.render_text());
+    bench.scale_in_git(Some(2));
+    let reports = bench.rounds_until(60, machine_set_ready).await;
+    for earlier in &reports[..reports.len() - 1] {
+        assert!(!machine_set_ready(earlier), "Ready before every Machine was: {}", earlier.render_text());
+    }
+    let machines = bench.machines().await;
+    assert_eq!(machines.len(), 2);
+    for machine in &machines {
+        assert_eq!(machine["status"]["phase"], "Running", "{machine:#}");
+    }
+    let next = bench.round().await;
+    assert!(next.nodes.iter().all(|n| !n.has_changes()), "the next round writes nothing: {}", next.render_text());
+    assert_eq!(status(&next), (MachineSetPhase::Ready, "InSync"));
+}
