@@ -30,7 +30,6 @@ use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, 
 use serde_json::{Value, json};
 use support::controlplane::{Backend, TestApi};
 use support::join::{Bench, bench, logs};
-use winfleet::cluster::connect::{ClusterConfig, connect};
 use winfleet::cluster::join::JoinResult;
 use winfleet::cluster::rollout::{RebootResult, RebootStage};
 
@@ -166,12 +165,6 @@ fn refused_by_the_budget(result: &RebootResult, words: &str) -> bool {
 }
 
 async fn a_budget_holds_the_drain_until_it_allows_a_disruption(bench: &mut Bench) {
-    // winfleet's own client, as `apply` and `run` build it: kube's retry of
-    // every verb off (the admin client of the harness retries a 429 up to
-    // 15 times, for minutes, so a refused eviction would reach the drain
-    // only then).
-    let config = ClusterConfig { kubeconfig: Some(bench.api.kubeconfig().to_path_buf()), context: None };
-    bench.cluster = connect(&config).await.unwrap().unwrap();
     let report = bench.round().await;
     let joins = &report.cluster.as_ref().unwrap().joins;
     assert!(joins.iter().all(|j| j.result == JoinResult::Joined), "{}\n{}", report.render_text(), logs(&bench.fleet));

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
-use winfleet::cluster::connect::Cluster;
+use winfleet::cluster::connect::{Cluster, ClusterConfig, connect};
 use winfleet::cluster::join::JoinOptions;
 use winfleet::desired::model::{Desired, Instance};
 use winfleet::engine::host::SshHost;
@@ -75,7 +75,12 @@ pub struct Bench {
 pub async fn bench(backend: Backend, names: &[&str]) -> Option<Bench> {
     let api = TestApi::start(backend).await?;
     let fleet = fleet(names);
-    let cluster = Cluster { client: api.client(), url: api.url().to_owned() };
+    // winfleet's own client, as `apply` and `run` build it from the
+    // kubeconfig (kube's retry of every verb off: the admin client of the
+    // harness retries a 429 for minutes, so a refused eviction would reach
+    // the drain only then).
+    let config = ClusterConfig { kubeconfig: Some(api.kubeconfig().to_path_buf()), context: None };
+    let cluster = connect(&config).await.unwrap().expect("a kubeconfig was given");
     let Parts { payload, repo, desired, pool, options } = parts(&fleet);
     Some(Bench { fleet, api, cluster, desired, payload, pool, repo, options })
 }
