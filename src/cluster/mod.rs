@@ -37,6 +37,7 @@ pub mod material;
 pub mod metadata;
 pub mod monitoring;
 pub mod observe;
+pub mod prerequisites;
 pub mod pull_secret;
 pub mod rollout;
 pub mod slots;

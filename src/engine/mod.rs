@@ -24,6 +24,7 @@ use crate::lifecycle::plan::{self as lifecycle_plan, plan_lifecycle};
 use crate::node::NodeSpec;
 use crate::node::facts::{NodeFacts, parse_facts};
 use crate::node::plan::{self, plan_node};
+use crate::node::prerequisites;
 use crate::ssh::{Conversation, Output, Pool, Target};
 use crate::vocab::Shell;
 use report::{LifecycleReport, NodeReport, NodeResult, OpReport, Stage};
@@ -163,6 +164,12 @@ async fn observe_and_apply(
     report.hostname = Some(facts.hostname.clone());
     report.os = Some(facts.os.clone());
     report.services = facts.services.iter().map(|(name, state)| (name.clone(), state.to_string())).collect();
+    // Before the first write, in configure modes only.
+    let configuring = matches!(context.mode(), Mode::Prepare | Mode::Join);
+    if let Some(reason) = configuring.then(|| prerequisites::refused(spec.shell, &facts)).flatten() {
+        report.result = NodeResult::Failed { stage: Stage::Observe, reason };
+        return report;
+    }
     let changes = plan_node(spec, &facts);
     let lifecycle = spec.lifecycle.as_deref().map(|l| (l, plan_lifecycle(l, &facts.lifecycle, context.plan_context())));
     let reboot_required = plan::reboot_required(&facts, &changes);

@@ -7,10 +7,12 @@
 //! - [`facts`]: what a node was observed to have ([`facts::NodeFacts`]).
 //! - [`plan`]: the pure diff of a spec against facts ([`plan::plan_node`]).
 //! - [`outcome`]: what an apply script reports per change.
+//! - [`prerequisites`]: the Windows build, edition and host name a host needs.
 
 pub mod facts;
 pub mod outcome;
 pub mod plan;
+pub mod prerequisites;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
