@@ -15,7 +15,6 @@
 //! the Secret, never its content; [`secret_values`] feeds the daemon's
 //! status redaction.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::Secret;
@@ -23,7 +22,7 @@ use kube::Client;
 use kube::api::Api;
 
 use super::apply::api_error;
-use crate::desired::model::Instance;
+use crate::desired::model::{Instance, with_rebuilt_specs};
 use crate::node::{NodeSpec, registry_dir_name};
 use crate::render::hosts_toml;
 use crate::render::mirrors::RegistryMirrors;
@@ -78,17 +77,7 @@ pub fn secret_values() -> Vec<String> {
 /// (pure). Specs are shared by dialect, so each distinct spec is rebuilt
 /// once; an instance whose files do not change keeps its spec.
 pub fn rendered(instances: &[&Instance], registries: &[RegistryMirrors], secret: &PullSecret) -> Vec<Instance> {
-    let mut rebuilt: HashMap<*const NodeSpec, Arc<NodeSpec>> = HashMap::new();
-    instances
-        .iter()
-        .map(|instance| {
-            let spec = rebuilt
-                .entry(Arc::as_ptr(&instance.spec))
-                .or_insert_with(|| with_secret(&instance.spec, registries, secret))
-                .clone();
-            Instance { spec, ..(*instance).clone() }
-        })
-        .collect()
+    with_rebuilt_specs(instances, |spec| with_secret(spec, registries, secret))
 }
 
 fn with_secret(spec: &Arc<NodeSpec>, registries: &[RegistryMirrors], secret: &PullSecret) -> Arc<NodeSpec> {

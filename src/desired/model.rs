@@ -1,6 +1,6 @@
 //! The rendered desired state of a valid revision.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,6 +54,23 @@ pub struct Instance {
     pub origin: String,
     /// What the node should look like.
     pub spec: Arc<NodeSpec>,
+}
+
+/// `instances` with their specs rebuilt by `rebuild`. Specs are shared by
+/// dialect, so each distinct spec is rebuilt once and the instances that
+/// shared it share the rebuilt one.
+pub fn with_rebuilt_specs(
+    instances: &[&Instance],
+    mut rebuild: impl FnMut(&Arc<NodeSpec>) -> Arc<NodeSpec>,
+) -> Vec<Instance> {
+    let mut rebuilt: HashMap<*const NodeSpec, Arc<NodeSpec>> = HashMap::new();
+    instances
+        .iter()
+        .map(|instance| {
+            let spec = rebuilt.entry(Arc::as_ptr(&instance.spec)).or_insert_with(|| rebuild(&instance.spec)).clone();
+            Instance { spec, ..(*instance).clone() }
+        })
+        .collect()
 }
 
 /// One MachineSet as the repository says it.

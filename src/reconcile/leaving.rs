@@ -83,17 +83,8 @@ pub fn departures(
             departures.unreachable.push((node.clone(), "the Node has no InternalIP to reach it at".to_owned()));
             continue;
         };
-        let instance = Instance {
-            address: ip.clone(),
-            username: desired.fleet.default_username.clone().unwrap_or_else(|| "Administrator".to_owned()),
-            port: desired.fleet.default_port,
-            shell: desired.fleet.default_shell,
-            labels: BTreeMap::new(),
-            annotations: BTreeMap::new(),
-            taints: Vec::new(),
-            origin: format!("Node {} (left the repository)", node.name),
-            spec: Arc::clone(&removal),
-        };
+        let origin = format!("Node {} (left the repository)", node.name);
+        let instance = departing_instance(desired, ip.clone(), origin, Arc::clone(&removal));
         departures.leaving.push(Leaving { instance, node: node.clone() });
     }
     departures
@@ -120,6 +111,23 @@ pub fn guard(listed: usize, leaving: usize, max_percent: u32) -> Option<String> 
          ({max_percent}%): nobody is deconfigured until a commit restores the instances or raises the limit",
         leaving * 100 / total
     ))
+}
+
+/// A host that left the repository as its deconfigure runs: the Fleet's
+/// defaults (user, port, shell), no labels, annotations or taints, `spec`
+/// (the removal spec), and `origin` saying where it was found.
+pub(super) fn departing_instance(desired: &Desired, address: String, origin: String, spec: Arc<NodeSpec>) -> Instance {
+    Instance {
+        address,
+        username: desired.fleet.default_username.clone().unwrap_or_else(|| "Administrator".to_owned()),
+        port: desired.fleet.default_port,
+        shell: desired.fleet.default_shell,
+        labels: BTreeMap::new(),
+        annotations: BTreeMap::new(),
+        taints: Vec::new(),
+        origin,
+        spec,
+    }
 }
 
 #[cfg(test)]

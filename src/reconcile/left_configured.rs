@@ -100,17 +100,8 @@ pub fn removal_instance(desired: &Desired, address: &str) -> Option<Instance> {
         leaving: true,
         ..(**spec).clone()
     });
-    Some(Instance {
-        address: address.to_owned(),
-        username: desired.fleet.default_username.clone().unwrap_or_else(|| "Administrator".to_owned()),
-        port: desired.fleet.default_port,
-        shell: desired.fleet.default_shell,
-        labels: BTreeMap::new(),
-        annotations: BTreeMap::new(),
-        taints: Vec::new(),
-        origin: format!("{address} (left the repository)"),
-        spec: removal,
-    })
+    let origin = format!("{address} (left the repository)");
+    Some(super::leaving::departing_instance(desired, address.to_owned(), origin, removal))
 }
 
 /// Checks each of `addresses` (hosts that left the repository with no Node

@@ -3,7 +3,7 @@
 //! each node's context from the cluster (its mode and Node), and after the
 //! node round, the joins of the nodes that are being configured.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
@@ -11,12 +11,11 @@ use crate::cluster::associate::Association;
 use crate::cluster::join::{Candidate, JoinReport, JoinResult};
 use crate::cluster::upgrade;
 use crate::cluster::{CORDONED_ANNOTATION, ClusterFacts};
-use crate::desired::model::Instance;
+use crate::desired::model::{Instance, with_rebuilt_specs};
 use crate::engine::NodeContext;
 use crate::engine::report::{NodeReport, NodeResult};
 use crate::lifecycle::material::ClusterMaterial;
 use crate::lifecycle::{Mode, PayloadState, VERSION_ANNOTATION, mode};
-use crate::node::NodeSpec;
 
 /// The instances with their specs as this round runs them. Specs are
 /// shared by dialect, so each distinct spec is rebuilt once.
@@ -26,25 +25,14 @@ pub fn runtime_instances(
     material: Option<&Result<ClusterMaterial, String>>,
     cluster_no_proxy: Option<&str>,
 ) -> Vec<Instance> {
-    let mut rebuilt: HashMap<*const NodeSpec, Arc<NodeSpec>> = HashMap::new();
-    instances
-        .iter()
-        .map(|instance| {
-            let spec = rebuilt
-                .entry(Arc::as_ptr(&instance.spec))
-                .or_insert_with(|| {
-                    let mut spec = cluster_no_proxy
-                        .and_then(|np| instance.spec.with_cluster_no_proxy(np))
-                        .unwrap_or_else(|| (*instance.spec).clone());
-                    if let Some(lifecycle) = &spec.lifecycle {
-                        spec.lifecycle = Some(Arc::new(lifecycle.at_runtime(payload, material)));
-                    }
-                    Arc::new(spec)
-                })
-                .clone();
-            Instance { spec, ..(*instance).clone() }
-        })
-        .collect()
+    with_rebuilt_specs(instances, |shared| {
+        let mut spec =
+            cluster_no_proxy.and_then(|np| shared.with_cluster_no_proxy(np)).unwrap_or_else(|| (**shared).clone());
+        if let Some(lifecycle) = &spec.lifecycle {
+            spec.lifecycle = Some(Arc::new(lifecycle.at_runtime(payload, material)));
+        }
+        Arc::new(spec)
+    })
 }
 
 /// Each instance's lifecycle context from the cluster: its Node (by

@@ -190,12 +190,8 @@ fn say_once(note: &str) {
 /// The Windows Nodes' InternalIPs the Endpoints hold now, by Node name (for
 /// tests and diagnostics).
 pub fn endpoint_addresses(endpoints: &Value) -> BTreeMap<String, String> {
-    endpoints
-        .get("subsets")
-        .and_then(Value::as_array)
+    plan::addresses(endpoints)
         .into_iter()
-        .flatten()
-        .flat_map(|s| s.get("addresses").and_then(Value::as_array).into_iter().flatten())
         .filter_map(|a| {
             let node = a.pointer("/targetRef/name").and_then(Value::as_str)?;
             Some((node.to_owned(), a.get("ip").and_then(Value::as_str)?.to_owned()))

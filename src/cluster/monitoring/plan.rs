@@ -192,7 +192,8 @@ fn first_internal_ip(node: &Value) -> Option<(String, String)> {
     Some((ip.to_owned(), name.to_owned()))
 }
 
-fn addresses(endpoints: &Value) -> Vec<&Value> {
+/// Every address of every subset of an Endpoints object.
+pub(super) fn addresses(endpoints: &Value) -> Vec<&Value> {
     endpoints
         .get("subsets")
         .and_then(Value::as_array)
