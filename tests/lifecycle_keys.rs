@@ -10,7 +10,7 @@ mod support;
 use std::fs;
 
 use support::apiserver::fixtures;
-use support::join::{Setup, logs, node, round, setup};
+use support::join::{Setup, logs, new_key, node, round, setup};
 use winfleet::cluster::join::JoinResult;
 use winfleet::cluster::keys::KeyResult;
 use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
@@ -65,14 +65,7 @@ async fn a_new_fleet_key_updates_hosts_that_accept_it_reports_the_one_that_does_
     let only_old = root.join("authorized_keys.old");
     fs::copy(root.join("authorized_keys"), &only_old).unwrap();
     setup.fleet.nodes[3].use_authorized_keys(&only_old);
-    let new_key = root.join("new_ed25519");
-    let made = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(&new_key)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let new_public = fs::read_to_string(root.join("new_ed25519.pub")).unwrap();
+    let (new_key, new_public) = new_key(&setup.fleet);
     let mut authorized = fs::read_to_string(root.join("authorized_keys")).unwrap();
     authorized.push_str(&new_public);
     fs::write(root.join("authorized_keys"), authorized).unwrap();

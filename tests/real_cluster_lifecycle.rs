@@ -19,7 +19,7 @@ use std::path::Path;
 
 use lifecycle_real::{NodeHistory, events, is_ready, joined, pods_on, taint_keys, wait_until};
 use support::controlplane::Backend;
-use support::join::{Bench, logs};
+use support::join::{Bench, logs, new_key};
 use support::join_payload::executable;
 use winfleet::cluster::keys::KeyResult;
 use winfleet::cluster::upgrade::UpgradeResult;
@@ -183,14 +183,7 @@ async fn a_new_fleet_key_reaches_every_node_and_the_old_one_stops_working(mut be
     assert_eq!(hashes(&bench).await, [old_hash.as_str(); 3]);
     let pids: Vec<_> = bench.fleet.nodes.iter().map(|n| n.service_pids()).collect();
     let root = bench.fleet.dir().to_owned();
-    let new_key = root.join("new_ed25519");
-    let made = std::process::Command::new("ssh-keygen")
-        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
-        .arg(&new_key)
-        .status()
-        .unwrap();
-    assert!(made.success());
-    let new_public = fs::read_to_string(root.join("new_ed25519.pub")).unwrap();
+    let (new_key, new_public) = new_key(&bench.fleet);
     let line: String = new_public.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
     // win-u3 still trusts only the old key; the others only the new one.
     let third = root.join("authorized_keys.win-u3");

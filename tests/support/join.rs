@@ -10,7 +10,7 @@
 use std::fmt::Write as _;
 use std::fs;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -139,10 +139,17 @@ fn parts(fleet: &TestFleet) -> Parts {
         KnownHosts::load(&fleet.known_hosts, false).unwrap(),
         Settings::default(),
     );
-    let options = Options {
+    let options = options(&payload);
+    Parts { payload, repo, desired, pool, options }
+}
+
+/// A whole-fleet round's options on a bench: `payload` loaded, eight
+/// nodes at a time, joins and rollouts polled every 200 ms.
+pub fn options(payload: &Arc<Payload>) -> Options {
+    Options {
         max_parallel: 8,
         whole_fleet: true,
-        payload: PayloadState::Loaded(Arc::clone(&payload)),
+        payload: PayloadState::Loaded(Arc::clone(payload)),
         join: JoinOptions {
             max_parallel: 8,
             register_timeout: Duration::from_secs(60),
@@ -151,46 +158,36 @@ fn parts(fleet: &TestFleet) -> Parts {
         },
         rollout: winfleet::cluster::rollout::RolloutOptions { poll: Duration::from_millis(200), ..Default::default() },
         ..Options::default()
+    }
+}
+
+/// The payload and repository methods [`Setup`] and [`Bench`] share (both
+/// hold a fleet, a repository, a payload, options and the desired state).
+macro_rules! payload_methods {
+    ($bench:ty) => {
+        impl $bench {
+            /// Changes the payload with `edit` (on the payload directory),
+            /// pins the new digest in the repository and loads it.
+            pub fn repin(&mut self, edit: impl FnOnce(&Path)) {
+                repin(&self.fleet, self.repo.path(), &mut self.payload, &mut self.options, edit);
+                self.reload();
+            }
+
+            /// Loads the repository again.
+            pub fn reload(&mut self) {
+                self.desired = load(self.repo.path());
+            }
+
+            /// The desired version.
+            pub fn version(&self) -> String {
+                version(&self.desired)
+            }
+        }
     };
-    Parts { payload, repo, desired, pool, options }
 }
 
-impl Setup {
-    /// Changes the payload with `edit` (on the payload directory), pins the
-    /// new digest in the repository and loads it.
-    pub fn repin(&mut self, edit: impl FnOnce(&Path)) {
-        repin(&self.fleet, self.repo.path(), &mut self.payload, &mut self.options, edit);
-        self.reload();
-    }
-
-    /// Loads the repository again.
-    pub fn reload(&mut self) {
-        self.desired = load(self.repo.path());
-    }
-
-    /// The desired version.
-    pub fn version(&self) -> String {
-        version(&self.desired)
-    }
-}
-
-impl Bench {
-    /// As [`Setup::repin`].
-    pub fn repin(&mut self, edit: impl FnOnce(&Path)) {
-        repin(&self.fleet, self.repo.path(), &mut self.payload, &mut self.options, edit);
-        self.reload();
-    }
-
-    /// Loads the repository again.
-    pub fn reload(&mut self) {
-        self.desired = load(self.repo.path());
-    }
-
-    /// The desired version.
-    pub fn version(&self) -> String {
-        version(&self.desired)
-    }
-}
+payload_methods!(Setup);
+payload_methods!(Bench);
 
 /// Changes the payload with `edit`, pins the new digest in `repo`'s
 /// fleet.yaml and makes it the round's payload.
@@ -218,6 +215,20 @@ pub async fn round(setup: &Setup) -> RoundReport {
     let instances: Vec<&Instance> = setup.desired.instances.values().collect();
     let host = SshHost { pool: &setup.pool };
     reconcile::round(Some(&setup.cluster), &setup.pool, &host, &setup.desired, &instances, &setup.options, |_| {}).await
+}
+
+/// A new ed25519 key pair at `new_ed25519` in the fleet's directory (for
+/// a key rotation): the private key's path and the public key's line.
+pub fn new_key(fleet: &TestFleet) -> (PathBuf, String) {
+    let new_key = fleet.dir().join("new_ed25519");
+    let made = std::process::Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&new_key)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let new_public = fs::read_to_string(fleet.dir().join("new_ed25519.pub")).unwrap();
+    (new_key, new_public)
 }
 
 /// The services' logs and the systemctl calls of every node (for failures).

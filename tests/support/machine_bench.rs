@@ -11,10 +11,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 use winfleet::cluster::connect::Cluster;
-use winfleet::cluster::join::JoinOptions;
 use winfleet::desired::model::{Desired, Instance};
 use winfleet::engine::host::SshHost;
-use winfleet::lifecycle::PayloadState;
 use winfleet::payload::Payload;
 use winfleet::reconcile::{self, Options, report::RoundReport};
 use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
@@ -75,22 +73,7 @@ impl MachineBench {
             KnownHosts::load(&cloud.known_hosts, false).unwrap(),
             Settings { connect_timeout: Duration::from_secs(2), ..Settings::default() },
         );
-        let options = Options {
-            max_parallel: 8,
-            whole_fleet: true,
-            payload: PayloadState::Loaded(Arc::clone(&payload)),
-            join: JoinOptions {
-                max_parallel: 8,
-                register_timeout: Duration::from_secs(60),
-                ready_timeout: Duration::from_secs(60),
-                poll: Duration::from_millis(200),
-            },
-            rollout: winfleet::cluster::rollout::RolloutOptions {
-                poll: Duration::from_millis(200),
-                ..Default::default()
-            },
-            ..Options::default()
-        };
+        let options = super::join::options(&payload);
         let desired = load(&repo);
         Some(MachineBench { cloud, api, cluster, desired, payload, pool, repo, options })
     }
