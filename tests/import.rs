@@ -89,20 +89,7 @@ async fn an_imported_wmco_cluster_is_a_valid_repository_without_server_fields_an
     assert_eq!(code, 0, "{stdout}{err}");
     let written = files(&first);
     let paths: Vec<&str> = written.iter().map(|(p, _)| p.as_str()).collect();
-    assert_eq!(
-        paths,
-        [
-            ".winfleetignore",
-            "README.md",
-            "fleet.yaml",
-            "instances/windows-instances.yaml",
-            "machinesets/prod-7xk2p-windows-us-east-1a.yaml",
-            "mirrors/idms-quay.yaml",
-            "mirrors/itms-ubi.yaml",
-            "proxy.yaml",
-            "services/windows-services-10.19.0-4f1e0f9.yaml",
-        ]
-    );
+    assert_eq!(paths, support::IMPORTED_WMCO_FILES);
     for (path, text) in &written {
         for field in
             ["managedFields", "resourceVersion", "uid", "creationTimestamp", "last-applied-configuration", "status:"]

@@ -198,21 +198,7 @@ async fn import_then_plan_live(backend: Backend) {
     assert_eq!(code, 0, "{stdout}{err}");
     let written = support::tree(&imported);
     let paths: Vec<&str> = written.iter().map(|(p, _)| p.as_str()).collect();
-    assert_eq!(
-        paths,
-        [
-            ".winfleetignore",
-            "README.md",
-            "fleet.yaml",
-            "instances/windows-instances.yaml",
-            "machinesets/prod-7xk2p-windows-us-east-1a.yaml",
-            "mirrors/idms-quay.yaml",
-            "mirrors/itms-ubi.yaml",
-            "proxy.yaml",
-            "services/windows-services-10.19.0-4f1e0f9.yaml",
-        ],
-        "{backend:?}"
-    );
+    assert_eq!(paths, support::IMPORTED_WMCO_FILES, "{backend:?}");
     for (path, bytes) in &written {
         let text = String::from_utf8_lossy(bytes);
         for field in ["managedFields", "resourceVersion", "uid:", "creationTimestamp", "generation:", "status:"] {

@@ -63,6 +63,20 @@ pub fn tree(dir: &Path) -> Vec<(String, Vec<u8>)> {
     snapshot.files.into_iter().map(|f| (f.path, f.bytes)).collect()
 }
 
+/// What `winfleet import` writes for the WMCO cluster tests/import.rs and
+/// tests/real_cluster_import.rs seed, in [`tree`] order.
+pub const IMPORTED_WMCO_FILES: [&str; 9] = [
+    ".winfleetignore",
+    "README.md",
+    "fleet.yaml",
+    "instances/windows-instances.yaml",
+    "machinesets/prod-7xk2p-windows-us-east-1a.yaml",
+    "mirrors/idms-quay.yaml",
+    "mirrors/itms-ubi.yaml",
+    "proxy.yaml",
+    "services/windows-services-10.19.0-4f1e0f9.yaml",
+];
+
 /// A real Git repository made by a test, with deterministic commits (fixed
 /// author and time, so commit ids are the same on every run).
 pub struct GitRepo {
