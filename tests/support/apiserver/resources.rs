@@ -337,7 +337,6 @@ pub(crate) fn parse_path(path: &str) -> Option<Target> {
         Some("eviction") if res.group.is_empty() && res.plural == "pods" => {}
         Some("approval") if res.plural == "certificatesigningrequests" => {}
         Some("scale") if super::scale::served(res) => {}
-        Some("scale") if super::scale::served(res) => {}
         Some(_) => return None,
     }
     Some(Target { res, namespace, name, subresource: sub })
