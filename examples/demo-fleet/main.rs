@@ -248,7 +248,11 @@ fn main() {
     println!(
         "(exit code {}: 0 = all Ready, 3 = something is not{})",
         status.code().unwrap_or(-1),
-        if cluster.is_some() { "" } else { "; here the MachineSets are Unknown, as there is no cluster" }
+        if cluster.is_some() {
+            "; here the MachineSets stay Progressing: the demo has no Machine API to create their Machines"
+        } else {
+            "; here the MachineSets are Unknown, as there is no cluster"
+        }
     );
 }
 
