@@ -1,6 +1,6 @@
 //! Machine-backed nodes (issue 26): which Windows Machines the round
 //! configures, which wait for their VM to answer, and where each Machine
-//! and each MachineSet stands after the round. Pure, but for nothing: the
+//! and each MachineSet stands after the round. Pure; the
 //! report's text is in [`super::machines_text`].
 //!
 //! A Windows Machine (`machine.openshift.io/os-id=Windows`) is configured
