@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::kinds::fleet::DriftMode;
+use super::kinds::fleet::{ConfigSource, DriftMode};
 use super::kinds::instances::Taint;
 use crate::lifecycle::manifest::ServicesManifest;
 use crate::node::NodeSpec;
@@ -31,6 +31,9 @@ pub struct Desired {
     pub specs: BTreeMap<Shell, Arc<NodeSpec>>,
     /// The services manifest in force (the node lifecycle), if any.
     pub services: Option<Arc<ServicesManifest>>,
+    /// The repository's Proxy `spec`, if it holds one (compared with the
+    /// cluster's Proxy).
+    pub proxy: Option<Value>,
 }
 
 /// One BYOH instance.
@@ -137,6 +140,10 @@ pub struct FleetSettings {
     /// `spec.lab.allowLoopbackAddresses`: loopback instance addresses are
     /// accepted (a lab whose nodes run on this machine).
     pub allow_loopback: bool,
+    /// `spec.sources.proxy`: where the Proxy's truth is.
+    pub proxy_source: ConfigSource,
+    /// `spec.sources.mirrors`: where the mirror sets' truth is.
+    pub mirrors_source: ConfigSource,
 }
 
 impl Default for FleetSettings {
@@ -161,6 +168,8 @@ impl Default for FleetSettings {
             services_config_map: None,
             services_posix_dir: "/etc/systemd/system".into(),
             allow_loopback: false,
+            proxy_source: ConfigSource::Repository,
+            mirrors_source: ConfigSource::Repository,
         }
     }
 }

@@ -89,6 +89,7 @@ mod tests {
             mirror_sets: BTreeMap::new(),
             specs: BTreeMap::new(),
             services: None,
+            proxy: None,
         }
     }
 

@@ -62,6 +62,34 @@ pub struct FleetSpec {
     /// Settings for test labs, never for production.
     #[serde(default)]
     pub lab: Lab,
+    /// Where the truth of the proxy and of the mirror sets is.
+    #[serde(default)]
+    pub sources: Sources,
+}
+
+/// `spec.sources`: for the proxy and for the mirror sets separately, where
+/// the truth is (issue 27, item 4).
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Sources {
+    /// The Proxy `cluster`: the repository's (the default) or the cluster's.
+    pub proxy: Option<ConfigSource>,
+    /// The ImageDigestMirrorSets and ImageTagMirrorSets: the repository's
+    /// (the default) or the cluster's.
+    pub mirrors: Option<ConfigSource>,
+}
+
+/// Where a piece of cluster-wide configuration is read from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ConfigSource {
+    /// The repository's objects; differences from the cluster's own objects
+    /// are reported (`ClusterDisagrees`), never enforced.
+    #[default]
+    Repository,
+    /// The cluster's own `config.openshift.io/v1` objects, read every round
+    /// (as WMCO does); the repository holds none.
+    Cluster,
 }
 
 /// `spec.lab`: what only a lab needs.

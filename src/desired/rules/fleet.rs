@@ -64,6 +64,8 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
         }
     }
     settings.allow_loopback = spec.lab.allow_loopback_addresses;
+    settings.proxy_source = spec.sources.proxy.unwrap_or_default();
+    settings.mirrors_source = spec.sources.mirrors.unwrap_or_default();
     for (pointer, value, slot) in [
         ("/spec/rollout/maxParallel", spec.rollout.max_parallel, &mut settings.max_parallel),
         ("/spec/rollout/maxUnavailable", spec.rollout.max_unavailable, &mut settings.max_unavailable),

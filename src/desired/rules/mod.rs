@@ -9,6 +9,7 @@ pub mod mirrors;
 pub mod names;
 pub mod proxy;
 pub mod services;
+pub mod sources;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub fn check(mut docs: Documents, options: LoadOptions<'_>, diagnostics: &mut Ve
     // The drafts hold all the lists say; free them before the model is built.
     docs.instance_lists = Vec::new();
     let machine_sets = machinesets::collect(&docs.machine_sets, diagnostics);
+    sources::check(&docs, &fleet, docs.fleets.first(), diagnostics);
     let registries = mirrors::collect(&docs.digest_mirrors, &docs.tag_mirrors, diagnostics);
     let environment = proxy::environment(&docs.proxies, diagnostics);
     let manifest = services::in_force(&docs.services, &fleet, docs.fleets.first(), diagnostics);
@@ -81,5 +83,6 @@ pub fn check(mut docs: Documents, options: LoadOptions<'_>, diagnostics: &mut Ve
         docs.digest_mirrors.iter().map(|d| (format!("ImageDigestMirrorSet/{}", d.value.metadata.name), &d.raw));
     let tag = docs.tag_mirrors.iter().map(|d| (format!("ImageTagMirrorSet/{}", d.value.metadata.name), &d.raw));
     let mirror_sets = digest.chain(tag).map(|(k, raw)| (k, raw.get("spec").cloned().unwrap_or_default())).collect();
-    Some(Desired { fleet, instances, machine_sets, registries, mirror_sets, specs, services: manifest })
+    let proxy = docs.proxies.first().map(|d| d.raw.get("spec").cloned().unwrap_or_default());
+    Some(Desired { fleet, instances, machine_sets, registries, mirror_sets, specs, services: manifest, proxy })
 }
