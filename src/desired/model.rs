@@ -131,6 +131,9 @@ pub struct FleetSettings {
     pub payload_digest: Option<String>,
     /// Where payload and generated files go on posix nodes.
     pub payload_posix_dir: String,
+    /// `spec.payload.kubeletVersion`: the payload's kubelet version, checked
+    /// against the API server's before a join (issue 27, item 6).
+    pub payload_kubelet_version: Option<String>,
     /// The services ConfigMap in force, when the Fleet names one.
     pub services_config_map: Option<String>,
     /// systemd unit directory on posix nodes.
@@ -164,6 +167,7 @@ impl Default for FleetSettings {
             status_path: "status".into(),
             payload_digest: None,
             payload_posix_dir: "/var/lib/winfleet".into(),
+            payload_kubelet_version: None,
             suspend: false,
             services_config_map: None,
             services_posix_dir: "/etc/systemd/system".into(),

@@ -110,6 +110,8 @@ pub struct PayloadPin {
     pub digest: Option<String>,
     /// Where payload files go on posix nodes.
     pub posix_dir: Option<String>,
+    /// The Kubernetes version of the payload's kubelet (`v1.37.2`).
+    pub kubelet_version: Option<String>,
 }
 
 /// `spec.services`: a relative path is relative to the SSH user's home.

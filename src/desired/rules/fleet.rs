@@ -90,6 +90,16 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
             ),
         }
     }
+    if let Some(version) = &spec.payload.kubelet_version {
+        if crate::vocab::kube_version::major_minor(version).is_some() {
+            settings.payload_kubelet_version = Some(version.clone());
+        } else {
+            error(
+                "/spec/payload/kubeletVersion",
+                format!("{} is not a Kubernetes version (such as v1.37.2)", shown(version)),
+            );
+        }
+    }
     if let Some(digest) = &spec.payload.digest {
         if crate::payload::manifest::is_digest(digest) {
             settings.payload_digest = Some(digest.clone());
