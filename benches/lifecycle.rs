@@ -10,7 +10,8 @@
 //! - WMCO: one node at a time, a new connection per node and one SSH
 //!   session per command; per file: create its directory, check it
 //!   (`sha256sum`), upload its `.tar.gz` over a new SFTP session, extract
-//!   it with `tar -xzf`, remove the archive (WMCO-SPEC 8.1, 8.4).
+//!   it with `tar -xzf`, remove the archive (WMCO-SPEC 8.1, 8.4;
+//!   tests/support/wmco_transfer.rs, shared with benches/machines.rs).
 //! - scp: OpenSSH's `scp -r` of the same files to the same nodes, as many
 //!   at once as winfleet: the transfer floor.
 //!
@@ -29,9 +30,10 @@
 
 #[path = "../tests/support/fleet.rs"]
 mod fleet;
+#[path = "../tests/support/wmco_transfer.rs"]
+mod wmco_transfer;
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -39,59 +41,17 @@ use std::time::{Duration, Instant};
 use fleet::TestFleet;
 use tokio_util::sync::CancellationToken;
 use winfleet::desired::model::Instance;
-use winfleet::dialect::Script;
 use winfleet::engine::report::NodeReport;
 use winfleet::engine::{self, NodeContext, RoundOptions};
 use winfleet::lifecycle::manifest::{PreScript, ServiceDef, ServicesManifest};
 use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, Mode, PayloadState};
 use winfleet::node::NodeSpec;
 use winfleet::payload::Payload;
-use winfleet::ssh::sftp::Upload;
-use winfleet::ssh::{KnownHosts, Pool, Session, Settings, load_key};
+use winfleet::ssh::{KnownHosts, Pool, Session, load_key};
 use winfleet::vocab::Shell;
+use wmco_transfer::{archives, binaries, command, settings};
 
 const SYSTEMCTL: &str = "#!/bin/sh\n[ \"$1\" = is-active ] && { shift; for u in \"$@\"; do [ \"$u\" = -- ] || echo inactive; done; exit 3; }\nexit 0\n";
-
-/// A payload of `files` files, `mib` MiB in all, about as compressible as
-/// Windows binaries (half random, half repetitive), in 8 directories.
-fn payload(root: &Path, files: usize, mib: usize) -> PathBuf {
-    let dir = root.join("payload");
-    let size = mib * (1 << 20) / files;
-    let mut rng = fastrand::Rng::with_seed(7);
-    for i in 0..files {
-        let sub = dir.join(format!("dir{}", i % 8));
-        std::fs::create_dir_all(&sub).unwrap();
-        let mut bytes = vec![0u8; size];
-        for (j, chunk) in bytes.chunks_mut(4096).enumerate() {
-            if j % 2 == 0 {
-                rng.fill(chunk);
-            } else {
-                chunk.iter_mut().enumerate().for_each(|(k, b)| *b = (k % 61) as u8);
-            }
-        }
-        std::fs::write(sub.join(format!("file{i}.exe")), bytes).unwrap();
-    }
-    dir
-}
-
-/// WMCO's packaging: each file as `<name>.tar.gz` holding that one file.
-fn archives(payload: &Payload, root: &Path) -> BTreeMap<String, PathBuf> {
-    let dir = root.join("archives");
-    std::fs::create_dir_all(&dir).unwrap();
-    payload
-        .files
-        .iter()
-        .map(|f| {
-            let name = f.rel.rsplit('/').next().unwrap();
-            let path = dir.join(format!("{}.tar.gz", f.rel.replace('/', "%")));
-            let out = std::fs::File::create(&path).unwrap();
-            let mut tar = tar::Builder::new(flate2::write::GzEncoder::new(out, flate2::Compression::new(9)));
-            tar.append_path_with_name(&f.source, name).unwrap();
-            tar.into_inner().unwrap().finish().unwrap().flush().unwrap();
-            (f.rel.clone(), path)
-        })
-        .collect()
-}
 
 fn manifest() -> ServicesManifest {
     let service = |name: &str, command: &str, priority| ServiceDef {
@@ -144,14 +104,6 @@ fn instances_for(fleet: &TestFleet, payload: &Arc<Payload>) -> Vec<Instance> {
         .collect()
 }
 
-fn settings() -> Settings {
-    Settings {
-        connect_timeout: Duration::from_secs(120),
-        command_timeout: Duration::from_secs(600),
-        ..Settings::default()
-    }
-}
-
 async fn winfleet_round(pool: &Pool, instances: &[Instance]) -> (Duration, u64, Vec<NodeReport>) {
     let refs: Vec<&Instance> = instances.iter().collect();
     let contexts: BTreeMap<String, NodeContext> = instances
@@ -166,36 +118,6 @@ async fn winfleet_round(pool: &Pool, instances: &[Instance]) -> (Duration, u64, 
     let failed: Vec<String> = reports.iter().filter(|r| r.failed()).map(engine::report::node_line).collect();
     assert!(failed.is_empty(), "nodes failed: {failed:#?}");
     (elapsed, bytes, reports)
-}
-
-fn command(text: String) -> Script {
-    // Bench-only commands: fixed text built here, never from a repository.
-    Script { command: Box::leak(text.into_boxed_str()), input: String::new() }
-}
-
-/// WMCO's way for one node; returns the bytes sent.
-async fn wmco_node(
-    instance: &Instance,
-    archives: &BTreeMap<String, PathBuf>,
-    key: &Arc<russh::keys::PrivateKey>,
-    known: &Arc<KnownHosts>,
-) -> u64 {
-    let target = engine::target(instance);
-    let session = Session::connect(&target, key, known, &settings()).await.unwrap();
-    let timeout = Duration::from_secs(120);
-    let mut sent = 0;
-    for (rel, archive) in archives {
-        let path = format!("wmco/{rel}");
-        let (dir, name) = path.rsplit_once('/').unwrap();
-        session.run(&command(format!("mkdir -p {dir}")), timeout).await.unwrap();
-        session.run(&command(format!("test -f {path} && sha256sum {path} || true")), timeout).await.unwrap();
-        let upload = Upload { source: archive.clone(), remote: format!("{dir}/{name}.tar.gz"), mode: 0o644 };
-        sent += session.upload(&[upload], timeout).await.unwrap();
-        session.run(&command(format!("tar -xzf {dir}/{name}.tar.gz -C {dir}")), timeout).await.unwrap();
-        session.run(&command(format!("rm -f {dir}/{name}.tar.gz")), timeout).await.unwrap();
-    }
-    session.close().await;
-    sent
 }
 
 /// WMCO's way, one node at a time; `upgrade`: each node deconfigured (its
@@ -216,7 +138,7 @@ async fn wmco_round(
             session.run(&command("rm -rf wmco".into()), Duration::from_secs(120)).await.unwrap();
             session.close().await;
         }
-        sent += wmco_node(instance, archives, &key, &known).await;
+        sent += wmco_transfer::node(instance, archives, "wmco", &key, &known).await;
     }
     (start.elapsed(), sent)
 }
@@ -302,7 +224,8 @@ fn main() {
     }
     println!("fleet: {nodes} sshd nodes up in {}", secs(started.elapsed()));
     let scratch = tempfile::tempdir().unwrap();
-    let dir = payload(scratch.path(), files, size);
+    let dir = scratch.path().join("payload");
+    binaries(&dir, files, size);
     let payload = Arc::new(Payload::load(&dir).unwrap());
     let wmco_archives = archives(&payload, scratch.path());
     let archived: u64 = wmco_archives.values().map(|p| std::fs::metadata(p).unwrap().len()).sum();

@@ -1,0 +1,406 @@
+//! A Windows MachineSet scaled from 0 to N (20) in Git until every Machine
+//! has a Ready Node at the desired version, time per phase: winfleet's
+//! rounds against "WMCO's strategy" on the same transport, side by side in
+//! one run. The Machines are created by the test Machine API provider and
+//! their VMs are real sshd nodes of its cloud
+//! (tests/support/machine_provider.rs, machine_bench.rs), in-memory API.
+//!
+//! - winfleet: rounds back to back (200 ms apart, as the cluster watch
+//!   starts one when a Machine appears or changes phase) until the round
+//!   reports the MachineSet Ready; the product's defaults (32 nodes at
+//!   once, a VM that does not answer SSH yet is Waiting till a next round).
+//! - WMCO's strategy: one Machine at a time, as WMCO's machine controller
+//!   configures them. The cloud provisions every Machine at once (that is
+//!   the Machine API's, not WMCO's); the bench holds them all out of
+//!   winfleet's rounds (the `windowsmachineconfig.openshift.io/ignore`
+//!   label) and releases them one by one: for each, wait for SSH, then
+//!   WMCO's per-file transfer of the payload into the payload directory (a
+//!   new connection, one SSH session per command, a `.tar.gz` per file over
+//!   a new SFTP session: tests/support/wmco_transfer.rs, as in the
+//!   lifecycle bench), then winfleet's rounds for that Machine alone (its
+//!   payload already in place: services, CSR approval, Node metadata, the
+//!   Ready wait) until it is Ready; then the next Machine.
+//!
+//! A phase ends when the last Machine is through it, measured from outside
+//! winfleet (a watch on Machines, Nodes and CSRs; an SSH banner probe of
+//! each VM; the round's per-node callback), in seconds from the commit
+//! that scales the MachineSet.
+//!
+//! `cargo bench --bench machines` (MACHINES=20; FILES=20 and MIB=20 pad the
+//! payload with files about as compressible as Windows binaries). Needs
+//! root (each VM has its own host name).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr, missing_docs)]
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+#[path = "../tests/support/wmco_transfer.rs"]
+mod wmco_transfer;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{DynamicObject, Patch, PatchParams};
+use kube::runtime::watcher;
+use kube::{Api, ResourceExt};
+use serde_json::{Value, json};
+use support::controlplane::{Backend, resource};
+use support::machine_bench::{MAPI, MachineBench, machine_set_ready};
+use tokio::io::AsyncReadExt;
+use winfleet::desired::model::Instance;
+use winfleet::engine::host::SshHost;
+use winfleet::engine::report::NodeResult;
+use winfleet::lifecycle::{PayloadState, VERSION_ANNOTATION};
+use winfleet::payload::Payload;
+use winfleet::reconcile::machines::{MachineStep, machine_instances};
+use winfleet::reconcile::report::RoundReport;
+use winfleet::ssh::{KnownHosts, Session, load_key};
+
+const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
+const IGNORE: &str = "windowsmachineconfig.openshift.io/ignore";
+
+const PHASES: [&str; 7] = [
+    "Machines created (MachineSet controller)",
+    "all Provisioned with an address (provider)",
+    "SSH answering (every VM's banner)",
+    "configured (payload, services: node round done)",
+    "CSRs approved (client certificates issued)",
+    "Node Ready (at the version, uncordoned)",
+    "total (a round reports the MachineSet Ready)",
+];
+
+/// When each Machine first reached each milestone.
+#[derive(Default)]
+struct Seen {
+    created: BTreeMap<String, Instant>,
+    provisioned: BTreeMap<String, Instant>,
+    /// VM address → its sshd sent its banner.
+    answering: BTreeMap<String, Instant>,
+    /// VM address → its node round was done.
+    configured: BTreeMap<String, Instant>,
+    /// Client CSR → issued.
+    issued: BTreeMap<String, Instant>,
+    /// Node → Ready at `version`, uncordoned.
+    ready: BTreeMap<String, Instant>,
+    version: String,
+    port: u16,
+}
+
+type Shared = Arc<Mutex<Seen>>;
+
+fn note_machine(seen: &Shared, machine: &DynamicObject) {
+    let now = Instant::now();
+    let name = machine.name_any();
+    let mut s = seen.lock().unwrap();
+    s.created.entry(name.clone()).or_insert(now);
+    let phase = machine.data.pointer("/status/phase").and_then(Value::as_str);
+    let addresses = machine.data.pointer("/status/addresses").and_then(Value::as_array);
+    let ip = addresses.into_iter().flatten().find(|a| a["type"] == "InternalIP").and_then(|a| a["address"].as_str());
+    if let (Some("Provisioned" | "Running"), Some(ip)) = (phase, ip)
+        && !s.provisioned.contains_key(&name)
+    {
+        s.provisioned.insert(name, now);
+        tokio::spawn(probe(Arc::clone(seen), ip.to_owned(), s.port));
+    }
+}
+
+/// Waits until the sshd at `ip` sends its banner.
+async fn probe(seen: Shared, ip: String, port: u16) {
+    loop {
+        let answer = tokio::time::timeout(Duration::from_secs(2), async {
+            let mut stream = tokio::net::TcpStream::connect((ip.as_str(), port)).await.ok()?;
+            let mut banner = [0u8; 4];
+            stream.read_exact(&mut banner).await.ok()?;
+            (&banner == b"SSH-").then_some(())
+        });
+        if let Ok(Some(())) = answer.await {
+            seen.lock().unwrap().answering.entry(ip).or_insert_with(Instant::now);
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn note_csr(seen: &Shared, csr: &CertificateSigningRequest) {
+    let issued = csr.status.as_ref().is_some_and(|s| s.certificate.is_some());
+    if csr.spec.signer_name == CLIENT_SIGNER && issued {
+        seen.lock().unwrap().issued.entry(csr.name_any()).or_insert_with(Instant::now);
+    }
+}
+
+fn note_node(seen: &Shared, node: &Node) {
+    let mut s = seen.lock().unwrap();
+    let annotations = node.metadata.annotations.clone().unwrap_or_default();
+    let at_version = annotations.get(VERSION_ANNOTATION) == Some(&s.version);
+    let schedulable = node.spec.as_ref().and_then(|s| s.unschedulable) != Some(true);
+    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let ready = conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    if at_version && schedulable && ready {
+        s.ready.entry(node.name_any()).or_insert_with(Instant::now);
+    }
+}
+
+/// Watches Machines, CSRs and Nodes until aborted.
+fn watch(client: kube::Client, seen: Shared) -> tokio::task::JoinHandle<()> {
+    type Step = futures::future::Ready<()>;
+    fn each<K>(seen: &Shared, note: fn(&Shared, &K)) -> impl FnMut(Result<watcher::Event<K>, watcher::Error>) -> Step {
+        let seen = Arc::clone(seen);
+        move |event| {
+            if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = event {
+                note(&seen, &o);
+            }
+            futures::future::ready(())
+        }
+    }
+    tokio::spawn(async move {
+        let machines = Api::<DynamicObject>::namespaced_with(client.clone(), MAPI, &machine_api());
+        let machines = watcher(machines, Default::default()).for_each(each(&seen, note_machine));
+        let csrs = watcher(Api::<CertificateSigningRequest>::all(client.clone()), Default::default())
+            .for_each(each(&seen, note_csr));
+        let nodes = watcher(Api::<Node>::all(client), Default::default()).for_each(each(&seen, note_node));
+        futures::join!(machines, csrs, nodes);
+    })
+}
+
+fn machine_api() -> kube::api::ApiResource {
+    resource("machine.openshift.io", "v1beta1", "Machine", "machines")
+}
+
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+/// The bench with the payload padded by FILES files of MIB MiB in all.
+async fn start(n: usize) -> MachineBench {
+    let mut bench = MachineBench::start(Backend::InMemory, n, Some(0)).await.expect("the in-memory API");
+    let source = bench.cloud.dir.join("payload-src");
+    wmco_transfer::binaries(&source.join("extra"), env("FILES", 20), env("MIB", 20));
+    let padded = Arc::new(Payload::load(&source).unwrap());
+    let fleet_yaml = bench.repo.path().join("fleet.yaml");
+    let text = std::fs::read_to_string(&fleet_yaml).unwrap().replace(&bench.payload.digest, &padded.digest);
+    std::fs::write(&fleet_yaml, text).unwrap();
+    bench.options.payload = PayloadState::Loaded(Arc::clone(&padded));
+    bench.payload = padded;
+    bench.options.max_parallel = bench.desired.fleet.max_parallel as usize;
+    bench.options.join.register_timeout = Duration::from_secs(300);
+    bench.options.join.ready_timeout = Duration::from_secs(300);
+    bench.reload();
+    let first = bench.round().await;
+    assert!(!first.failed(), "{}", first.render_text());
+    bench
+}
+
+/// One whole-fleet round, noting each node round done; and the bytes sent.
+async fn round(bench: &MachineBench, seen: &Shared) -> (RoundReport, u64) {
+    let instances: Vec<&Instance> = bench.desired.instances.values().collect();
+    let host = SshHost { pool: &bench.pool };
+    let on_node = |r: &winfleet::engine::report::NodeReport| {
+        if matches!(r.result, NodeResult::Done { .. }) {
+            seen.lock().unwrap().configured.entry(r.address.clone()).or_insert_with(Instant::now);
+        }
+    };
+    let options = &bench.options;
+    let report = winfleet::reconcile::round(
+        Some(&bench.cluster),
+        &bench.pool,
+        &host,
+        &bench.desired,
+        &instances,
+        options,
+        on_node,
+    )
+    .await;
+    let sent = report.nodes.iter().filter_map(|n| n.lifecycle.as_ref()).map(|l| l.uploaded_bytes).sum();
+    (report, sent)
+}
+
+/// Rounds 200 ms apart until `done`; returns the bytes sent.
+async fn rounds_until(bench: &MachineBench, seen: &Shared, done: impl Fn(&RoundReport) -> bool) -> u64 {
+    let (deadline, mut sent) = (Instant::now() + Duration::from_secs(1800), 0);
+    loop {
+        let (report, bytes) = round(bench, seen).await;
+        sent += bytes;
+        if done(&report) {
+            return sent;
+        }
+        assert!(Instant::now() < deadline, "not done in 30 min; the last round said:\n{}", report.render_text());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The Machines' names, once there are `n`.
+async fn machines(bench: &MachineBench, n: usize) -> Vec<DynamicObject> {
+    let api = Api::<DynamicObject>::namespaced_with(bench.api.client(), MAPI, &machine_api());
+    loop {
+        let mut list = api.list(&Default::default()).await.unwrap().items;
+        if list.len() >= n {
+            list.sort_by_key(ResourceExt::name_any);
+            return list;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn label(bench: &MachineBench, machine: &str, ignore: bool) {
+    let api = Api::<DynamicObject>::namespaced_with(bench.api.client(), MAPI, &machine_api());
+    let value = if ignore { json!("true") } else { Value::Null };
+    let patch = json!({ "metadata": { "labels": { IGNORE: value } } });
+    api.patch(machine, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+/// The instance winfleet makes of Machine `name` (once it has an address).
+async fn instance(bench: &MachineBench, name: &str) -> Instance {
+    loop {
+        let facts = winfleet::cluster::observe::observe(&bench.cluster.client).await.unwrap();
+        let ip = facts.machines.get(name).and_then(|m| m.internal_ip.clone());
+        let found =
+            ip.and_then(|ip| machine_instances(&bench.desired, &facts, &[]).into_iter().find(|i| i.address == ip));
+        if let Some(instance) = found {
+            return instance;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// WMCO's strategy: one Machine at a time (see the module's doc); returns
+/// the bytes WMCO's transfer sent and those winfleet's rounds sent.
+async fn wmco(bench: &MachineBench, seen: &Shared, n: usize, archives: &BTreeMap<String, PathBuf>) -> (u64, u64) {
+    let key = Arc::new(load_key(&bench.cloud.key).unwrap());
+    let known = Arc::new(KnownHosts::load(&bench.cloud.known_hosts, false).unwrap());
+    // The round that applies the scale-up observed the cluster before its
+    // write: no Machine is in it. Every Machine is held out at once.
+    let (first, _) = round(bench, seen).await;
+    assert!(first.cluster.as_ref().unwrap().machines.machines.is_empty(), "{}", first.render_text());
+    let all = machines(bench, n).await;
+    for machine in &all {
+        label(bench, &machine.name_any(), true).await;
+    }
+    let (mut wmco_sent, mut winfleet_sent) = (0, 0);
+    let (mut transfers, mut joins) = (Duration::ZERO, Duration::ZERO);
+    for machine in &all {
+        let name = machine.name_any();
+        let began = Instant::now();
+        label(bench, &name, false).await;
+        let instance = instance(bench, &name).await;
+        // WMCO waits for SSH, then transfers file by file.
+        loop {
+            match Session::connect(&winfleet::engine::target(&instance), &key, &known, &wmco_transfer::settings()).await
+            {
+                Ok(session) => break session.close().await,
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+        wmco_sent += wmco_transfer::node(&instance, archives, "payload", &key, &known).await;
+        let transferred = Instant::now();
+        transfers += transferred - began;
+        let ready = |r: &RoundReport| {
+            let c = r.cluster.as_ref();
+            c.is_some_and(|c| c.machines.machines.iter().any(|m| m.machine == name && m.step == MachineStep::Ready))
+        };
+        winfleet_sent += rounds_until(bench, seen, ready).await;
+        joins += transferred.elapsed();
+    }
+    let per = |d: Duration| d.as_secs_f64() / all.len().max(1) as f64;
+    println!(
+        "  per Machine: released, SSH answering and WMCO's transfer {:.2} s; winfleet's rounds to Ready {:.2} s",
+        per(transfers),
+        per(joins)
+    );
+    winfleet_sent += rounds_until(bench, seen, machine_set_ready).await;
+    (wmco_sent, winfleet_sent)
+}
+
+/// Each phase's end, seconds from the scale-up.
+type Ends = [f64; 7];
+
+fn last(times: &BTreeMap<String, Instant>, start: Instant, want: usize, what: &str) -> f64 {
+    if times.len() != want {
+        println!("  note: {what}: {} seen, {want} expected", times.len());
+    }
+    times.values().map(|t| t.duration_since(start).as_secs_f64()).fold(0.0, f64::max)
+}
+
+/// Scales the MachineSet from 0 to `n` and measures; `one_at_a_time`:
+/// WMCO's strategy. Returns the phase ends and the bytes sent.
+async fn measure(n: usize, one_at_a_time: bool) -> (Ends, u64) {
+    let mut bench = start(n).await;
+    let seen = Arc::new(Mutex::new(Seen {
+        version: bench.version(),
+        port: bench.desired.fleet.default_port,
+        ..Seen::default()
+    }));
+    let scratch = tempfile::tempdir().unwrap();
+    let archives =
+        if one_at_a_time { wmco_transfer::archives(&bench.payload, scratch.path()) } else { BTreeMap::new() };
+    let watcher = watch(bench.api.client(), Arc::clone(&seen));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let start = Instant::now();
+    bench.scale_in_git(Some(u32::try_from(n).unwrap()));
+    let sent = if one_at_a_time {
+        let (wmco, winfleet) = wmco(&bench, &seen, n, &archives).await;
+        println!("  WMCO's transfer sent {}, winfleet's rounds {}", mib(wmco), mib(winfleet));
+        wmco + winfleet
+    } else {
+        rounds_until(&bench, &seen, machine_set_ready).await
+    };
+    let total = start.elapsed().as_secs_f64();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    watcher.abort();
+    let s = seen.lock().unwrap();
+    let addresses: BTreeSet<String> = bench.cloud.addresses().into_values().collect();
+    let configured: BTreeMap<String, Instant> =
+        s.configured.iter().filter(|(a, _)| addresses.contains(*a)).map(|(a, t)| (a.clone(), *t)).collect();
+    let ends = [
+        last(&s.created, start, n, "Machines created"),
+        last(&s.provisioned, start, n, "Machines provisioned"),
+        last(&s.answering, start, n, "VMs answering SSH"),
+        last(&configured, start, n, "Machines configured"),
+        last(&s.issued, start, n, "client CSRs issued"),
+        last(&s.ready, start, n, "Nodes Ready"),
+        total,
+    ];
+    (ends, sent)
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0} MiB", bytes as f64 / f64::from(1u32 << 20))
+}
+
+fn table(n: usize, ours: &Ends, theirs: &Ends) {
+    println!(
+        "\nMachineSet 0 → {n}, every Machine a Ready Node (seconds from the scale-up; a phase ends when its last Machine is through it)\n"
+    );
+    println!("| phase | winfleet | WMCO's strategy | WMCO / winfleet |");
+    println!("|---|---|---|---|");
+    let mut previous = (0.0, 0.0);
+    for (i, phase) in PHASES.iter().enumerate() {
+        let (a, b) = (ours[i], theirs[i]);
+        let (da, db) = if i + 1 == PHASES.len() { (a, b) } else { (a - previous.0, b - previous.1) };
+        let ratio = if da > 0.005 { format!("{:.1}×", db / da) } else { "-".into() };
+        println!("| {phase} | {da:.2} (at {a:.2}) | {db:.2} (at {b:.2}) | {ratio} |");
+        previous = (a, b);
+    }
+}
+
+fn main() {
+    if std::env::var_os(support::kubelet::ARGS_VAR).is_some() {
+        // A Machine's kubelet: the payload's wrapper runs this binary.
+        support::kubelet::main_from_env();
+        return;
+    }
+    let n = env("MACHINES", 20);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        println!("winfleet: MachineSet 0 → {n}");
+        let (ours, ours_sent) = measure(n, false).await;
+        println!("  winfleet sent {}", mib(ours_sent));
+        println!("\nWMCO's strategy: MachineSet 0 → {n}, one Machine at a time");
+        let (theirs, _) = measure(n, true).await;
+        table(n, &ours, &theirs);
+    });
+}
