@@ -3,7 +3,7 @@
 
 use super::facts::Definition;
 use super::facts::Leftover;
-use super::service::ServiceSpec;
+use super::manifest::ServiceDef;
 use super::{GeneratedFile, NodeFile};
 use crate::vocab::operation::Operation;
 
@@ -13,7 +13,7 @@ pub enum LifecycleChange<'a> {
     /// Stop a running service before its files or definition change.
     Stop {
         /// The service.
-        service: &'a ServiceSpec,
+        service: &'a ServiceDef,
     },
     /// Create a directory (recorded as winfleet's).
     CreateDir {
@@ -37,7 +37,7 @@ pub enum LifecycleChange<'a> {
     /// Create or update a service's definition.
     Define {
         /// The service.
-        service: &'a ServiceSpec,
+        service: &'a ServiceDef,
         /// The definition it gets.
         definition: Definition,
         /// posix: the unit file.
@@ -84,7 +84,7 @@ pub enum LifecycleChange<'a> {
     /// Start a service (after its side-effect pre-scripts).
     Start {
         /// The service.
-        service: &'a ServiceSpec,
+        service: &'a ServiceDef,
         /// Pre-scripts without a variable, node arguments in place.
         pre_scripts: Vec<String>,
         /// Why it (re)starts.

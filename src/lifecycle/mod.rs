@@ -39,7 +39,7 @@ use crate::payload::layout::{WINDOWS_K_DIR, WINDOWS_TEMP_DIR, parents, payload_n
 use crate::vocab::Shell;
 use crate::vocab::file::{ManagedFile, node_path};
 use material::ClusterMaterial;
-use service::ServiceSpec;
+use manifest::ServiceDef;
 
 /// WMCO's annotation of the version that fully configured a node
 /// (WMCO-SPEC 4.1); winfleet writes its own desired version there.
@@ -95,7 +95,7 @@ pub struct LifecycleSpec {
     /// Directories to create, outermost first.
     pub directories: Vec<String>,
     /// The services, in priority order.
-    pub services: Vec<ServiceSpec>,
+    pub services: Vec<ServiceDef>,
     /// Why this round cannot touch the lifecycle (no or another payload,
     /// unreadable cluster material); `None` when it can.
     pub blocked: Option<String>,
@@ -165,7 +165,7 @@ impl LifecycleSpec {
             files: Vec::new(),
             generated: Vec::new(),
             directories: Vec::new(),
-            services: manifest.services.iter().map(ServiceSpec::from).collect(),
+            services: manifest.services.clone(),
             blocked: None,
         };
         spec.directories = spec.compute_directories();
@@ -285,7 +285,7 @@ impl LifecycleSpec {
     }
 
     /// The services in scope for a node in `mode` with or without its Node.
-    pub fn services_in_scope(&self, mode: Mode, has_node: bool) -> Vec<&ServiceSpec> {
+    pub fn services_in_scope(&self, mode: Mode, has_node: bool) -> Vec<&ServiceDef> {
         self.services
             .iter()
             .filter(|s| match mode {

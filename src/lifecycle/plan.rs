@@ -20,7 +20,7 @@ use super::facts::LifecycleFacts;
 use super::leftover::removals;
 use super::removal::{deconfigure, stale};
 use super::resolve::{self, same_definition};
-use super::service::ServiceSpec;
+use super::manifest::ServiceDef;
 use super::{LifecycleSpec, Mode, NodeFile};
 use crate::vocab::Shell;
 use crate::vocab::report::ServiceState;
@@ -137,8 +137,8 @@ fn services<'a>(
     }
     let home = facts.home.as_deref().unwrap_or_default();
     let mut stopped: BTreeSet<&str> = BTreeSet::new();
-    let mut reasons: Vec<(&ServiceSpec, String)> = Vec::new();
-    let mut pre: Vec<(&ServiceSpec, Vec<String>)> = Vec::new();
+    let mut reasons: Vec<(&ServiceDef, String)> = Vec::new();
+    let mut pre: Vec<(&ServiceDef, Vec<String>)> = Vec::new();
     for service in &in_scope {
         let resolved = resolve::command(service, ctx.node, facts).and_then(|command| {
             let scripts: Result<Vec<String>, String> = service
@@ -223,7 +223,7 @@ fn services<'a>(
     }
     // Dependents of a stopped service stop with it; they start again too.
     loop {
-        let more: Vec<&ServiceSpec> = in_scope
+        let more: Vec<&ServiceDef> = in_scope
             .iter()
             .copied()
             .filter(|s| !stopped.contains(s.name.as_str()))

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use super::change::{LifecycleChange, LifecyclePlan};
 use super::facts::{FileFact, LifecycleFacts};
 use super::leftover::removals;
-use super::service::ServiceSpec;
+use super::manifest::ServiceDef;
 use super::{LifecycleSpec, Mode};
 use crate::vocab::Shell;
 use crate::vocab::report::ServiceState;
@@ -83,7 +83,7 @@ pub(super) fn deconfigure<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts
 /// 10). Nothing when none of the manifest's services is there.
 fn unrecorded<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts) -> Vec<LifecycleChange<'a>> {
     let present = |name: &str| facts.services.get(name).is_some_and(|s| s.state != ServiceState::Absent);
-    let services: Vec<&ServiceSpec> = spec.services.iter().rev().filter(|s| present(&s.name)).collect();
+    let services: Vec<&ServiceDef> = spec.services.iter().rev().filter(|s| present(&s.name)).collect();
     if services.is_empty() {
         return Vec::new();
     }

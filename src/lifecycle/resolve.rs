@@ -15,7 +15,7 @@ use std::fmt::Write;
 use serde_json::Value;
 
 use super::facts::{Definition, LifecycleFacts};
-use super::service::ServiceSpec;
+use super::manifest::ServiceDef;
 use crate::diagnostic::shown;
 use crate::lifecycle::manifest::{NodeVariable, PreScript};
 use crate::vocab::Shell;
@@ -58,7 +58,7 @@ fn substitute(text: &str, values: &[(String, String)]) -> String {
 }
 
 /// The command a service runs on this node.
-pub fn command(service: &ServiceSpec, node: Option<&Value>, facts: &LifecycleFacts) -> Result<String, String> {
+pub fn command(service: &ServiceDef, node: Option<&Value>, facts: &LifecycleFacts) -> Result<String, String> {
     let mut values = node_values(&service.node_variables, node)?;
     for script in &service.pre_scripts {
         let Some(variable) = &script.variable else { continue };
@@ -84,7 +84,7 @@ pub fn pre_script(script: &PreScript, node: Option<&Value>) -> Result<String, St
 /// be written into a unit file (see [`unit_file`]).
 pub fn definition(
     shell: Shell,
-    service: &ServiceSpec,
+    service: &ServiceDef,
     command: &str,
     home: &str,
 ) -> Result<(Definition, Option<String>), String> {
@@ -133,7 +133,7 @@ pub fn same_definition(observed: &Definition, desired: &Definition) -> bool {
 /// backslash, a dependency that is not a unit name) is an error, never a
 /// line of its own: validation refuses these in the manifest, and the home
 /// directory is the node's to report (issue 23).
-pub fn unit_file(service: &ServiceSpec, command: &str, home: &str) -> Result<String, String> {
+pub fn unit_file(service: &ServiceDef, command: &str, home: &str) -> Result<String, String> {
     let home = home.trim_end_matches('/');
     let command = command.trim();
     let command =
@@ -204,8 +204,8 @@ mod tests {
     use super::*;
     use crate::lifecycle::manifest::NodeJsonPath;
 
-    fn service() -> ServiceSpec {
-        ServiceSpec {
+    fn service() -> ServiceDef {
+        ServiceDef {
             name: "hybrid-overlay-node".into(),
             command: "payload/hon --node NODE_NAME --ip NODE_IP".into(),
             node_variables: vec![NodeVariable {

@@ -1,31 +1,12 @@
-//! One service of WMCO's manifest as a node runs it: its command with
-//! variable names, its pre-scripts, dependencies and start order, and what
-//! it writes itself that a deconfigure removes. Pure.
+//! One service of WMCO's manifest ([`ServiceDef`]) as a node runs it:
+//! whether it needs the Node, what it writes itself that a deconfigure
+//! removes, the description it carries. Pure.
 
 use super::DESCRIPTION_PREFIX;
-use crate::lifecycle::manifest::{NodeVariable, PreScript, ServiceDef};
+use crate::lifecycle::manifest::ServiceDef;
 
-/// One service of the manifest.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceSpec {
-    /// Service name.
-    pub name: String,
-    /// Command line with its variable names.
-    pub command: String,
-    /// Variables taken from the Node object.
-    pub node_variables: Vec<NodeVariable>,
-    /// Scripts run before the service starts; those with a variable give
-    /// its value (run during observation: they must not change the node).
-    pub pre_scripts: Vec<PreScript>,
-    /// Services it depends on.
-    pub dependencies: Vec<String>,
-    /// Started before the Node exists.
-    pub bootstrap: bool,
-    /// Start order.
-    pub priority: u32,
-}
-
-impl ServiceSpec {
+/// What a node does with a service of the manifest.
+impl ServiceDef {
     /// Whether the service needs the Node (node variables, or pre-scripts
     /// with node arguments).
     pub fn needs_node(&self) -> bool {
@@ -62,19 +43,5 @@ impl ServiceSpec {
     /// The description it carries on nodes.
     pub fn description(&self) -> String {
         format!("{DESCRIPTION_PREFIX} {}", self.name)
-    }
-}
-
-impl From<&ServiceDef> for ServiceSpec {
-    fn from(def: &ServiceDef) -> Self {
-        Self {
-            name: def.name.clone(),
-            command: def.command.clone(),
-            node_variables: def.node_variables.clone(),
-            pre_scripts: def.pre_scripts.clone(),
-            dependencies: def.dependencies.clone(),
-            bootstrap: def.bootstrap,
-            priority: def.priority,
-        }
     }
 }
