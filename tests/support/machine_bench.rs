@@ -55,8 +55,14 @@ pub fn machine_set(replicas: Option<u32>) -> String {
 impl MachineBench {
     /// `backend` with a cloud of `vms` VMs and the MachineSet at `replicas`.
     pub async fn start(backend: Backend, vms: usize, replicas: Option<u32>) -> Option<Self> {
+        Self::start_with_hosts(backend, vms, 0, replicas).await
+    }
+
+    /// The same with `hosts` BYOH hosts listed in the repository beside
+    /// the MachineSet ([`Cloud::start_with_hosts`]).
+    pub async fn start_with_hosts(backend: Backend, vms: usize, hosts: usize, replicas: Option<u32>) -> Option<Self> {
         let api = TestApi::start(backend).await?;
-        let cloud = Cloud::start(api.client(), vms);
+        let cloud = Cloud::start_with_hosts(api.client(), vms, hosts);
         let cluster = Cluster { client: api.client(), url: api.url().to_owned() };
         let payload = Arc::new(Payload::load(&payload(&cloud.dir)).unwrap());
         let repo = tempfile::tempdir().unwrap();
@@ -68,6 +74,11 @@ impl MachineBench {
         fs::write(repo.path().join("services.yaml"), services_manifest()).unwrap();
         fs::create_dir_all(repo.path().join("machinesets")).unwrap();
         fs::write(repo.path().join("machinesets/winworker.yaml"), machine_set(replicas)).unwrap();
+        let listed: String = cloud.hosts().iter().map(|a| format!("  - address: {a}\n")).collect();
+        if !listed.is_empty() {
+            let list = "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: byoh\nspec:\n  instances:\n";
+            fs::write(repo.path().join("instances.yaml"), format!("{list}{listed}")).unwrap();
+        }
         let pool = Pool::new(
             load_key(&cloud.key).unwrap(),
             KnownHosts::load(&cloud.known_hosts, false).unwrap(),

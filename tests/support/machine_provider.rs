@@ -58,6 +58,8 @@ struct State {
     next_name: u64,
     boot_delay: Duration,
     ignore_user_data: bool,
+    /// How many of the fleet's nodes are VMs (the rest are BYOH hosts).
+    vm_count: usize,
     log: CloudLog,
 }
 
@@ -89,14 +91,22 @@ impl Cloud {
     /// A pool of `vms` VMs (sshd nodes named `win-machine-<i>`, stopped),
     /// and the provider running against `client`.
     pub fn start(client: Client, vms: usize) -> Self {
-        let names: Vec<String> = (0..vms).map(|i| format!("win-machine-{i}")).collect();
+        Self::start_with_hosts(client, vms, 0)
+    }
+
+    /// The same with `hosts` BYOH hosts beside the VMs (sshd nodes named
+    /// `win-byoh-<i>`, running, the fleet's user and key authorized: see
+    /// [`Cloud::hosts`]); the cloud never gives them to a Machine.
+    pub fn start_with_hosts(client: Client, vms: usize, hosts: usize) -> Self {
+        let mut names: Vec<String> = (0..vms).map(|i| format!("win-machine-{i}")).collect();
+        names.extend((0..hosts).map(|i| format!("win-byoh-{i}")));
         let fleet = TestFleet::start_named(&names.iter().map(String::as_str).collect::<Vec<_>>());
         for node in &fleet.nodes {
             node.install_systemctl("units");
         }
         let mut fleet = fleet;
         windows_user(&fleet.user);
-        for node in &mut fleet.nodes {
+        for node in fleet.nodes.iter_mut().take(vms) {
             // A Machine's user is Windows' Administrator (WMCO-SPEC 6).
             let config = node.dir.join("sshd_config");
             let text = std::fs::read_to_string(&config).unwrap();
@@ -114,7 +124,7 @@ impl Cloud {
             (fleet.key.clone(), fleet.known_hosts.clone(), fleet.fleet_yaml(), fleet.dir().to_owned());
         let cloud = Cloud {
             fleet: Arc::new(Mutex::new(fleet)),
-            state: Arc::new(Mutex::new(State::default())),
+            state: Arc::new(Mutex::new(State { vm_count: vms, ..State::default() })),
             stop: CancellationToken::new(),
             key,
             known_hosts,
@@ -158,6 +168,12 @@ impl Cloud {
         let state = self.state.lock().unwrap();
         let fleet = self.fleet.lock().unwrap();
         state.vms.iter().map(|(m, slot)| (m.clone(), fleet.nodes[*slot].address.clone())).collect()
+    }
+
+    /// The BYOH hosts' addresses (the nodes after the VMs).
+    pub fn hosts(&self) -> Vec<String> {
+        let vms = self.state.lock().unwrap().vm_count;
+        self.fleet.lock().unwrap().nodes.iter().skip(vms).map(|n| n.address.clone()).collect()
     }
 
     /// The fleet of VMs (logs, files).
@@ -242,6 +258,9 @@ async fn pass(client: &Client, fleet: &Arc<Mutex<TestFleet>>, state: &Arc<Mutex<
             let key = script.as_deref().and_then(authorized_key).filter(|_| !ignore);
             let (slot, delay) = {
                 let mut s = state.lock().unwrap();
+                if s.next_slot >= s.vm_count {
+                    return Err(format!("the cloud has no VM left for {name}"));
+                }
                 let slot = s.next_slot;
                 s.next_slot += 1;
                 s.vms.insert(name.clone(), slot);
