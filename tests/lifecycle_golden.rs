@@ -110,6 +110,7 @@ fn spec(shell: Shell) -> NodeSpec {
         bootstrap_ca: "-----BEGIN CERTIFICATE-----\nCA\n-----END CERTIFICATE-----\n".into(),
         kubelet_ca: "-----BEGIN CERTIFICATE-----\nKCA\n-----END CERTIFICATE-----\n".into(),
         cluster_dns: "172.30.0.10".into(),
+        network: Err("no operator.openshift.io Network".into()),
     };
     let generated = render(&lifecycle, &material);
     lifecycle = lifecycle.with_generated(generated);

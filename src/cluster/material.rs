@@ -6,7 +6,8 @@
 //!   identity, as WMCO uses it);
 //! - Infrastructure `cluster`: `status.apiServerInternalURI` (the JSON name
 //!   of openshift/api's `APIServerInternalURL` field: URI, not URL);
-//! - Network `cluster`: `spec.serviceNetwork[0]` (the cluster DNS);
+//! - Network `cluster`: `spec.serviceNetwork[0]` (the cluster DNS, and
+//!   the service network of `network-conf.ps1`, [`super::network`]);
 //! - ControllerConfig `machine-config-controller`:
 //!   `spec.kubeAPIServerServingCAData` (the kubelet's client CA).
 
@@ -80,6 +81,7 @@ pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
         .find_map(|p| network.pointer(p).and_then(Value::as_str))
         .ok_or_else(|| "Network cluster has no spec.serviceNetwork".to_owned())?;
     let cluster_dns = cluster_dns(cidr).map_err(|e| format!("Network cluster: {e}"))?;
+    let network = super::network::read(client, cidr).await?;
     let controller = get(
         client,
         &resource("machineconfiguration.openshift.io", "v1", "ControllerConfig", "controllerconfigs"),
@@ -91,5 +93,5 @@ pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
     let kubelet_ca = STANDARD.decode(ca).ok().and_then(|b| String::from_utf8(b).ok()).ok_or_else(|| {
         format!("ControllerConfig {CONTROLLER_CONFIG}: spec.kubeAPIServerServingCAData is not base64 PEM")
     })?;
-    Ok(ClusterMaterial { api_server_url, bootstrap_token, bootstrap_ca, kubelet_ca, cluster_dns })
+    Ok(ClusterMaterial { api_server_url, bootstrap_token, bootstrap_ca, kubelet_ca, cluster_dns, network })
 }

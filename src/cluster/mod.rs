@@ -36,6 +36,7 @@ pub mod machinesets;
 pub mod material;
 pub mod metadata;
 pub mod monitoring;
+pub mod network;
 pub mod observe;
 pub mod prerequisites;
 pub mod pull_secret;

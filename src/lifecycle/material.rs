@@ -48,6 +48,9 @@ pub struct ClusterMaterial {
     pub kubelet_ca: String,
     /// The cluster DNS address.
     pub cluster_dns: String,
+    /// The hybrid overlay's network ([`super::network`]); `Err` says why
+    /// none is rendered (no operator.openshift.io Network `cluster`).
+    pub network: Result<super::network::HybridNetwork, String>,
 }
 
 impl fmt::Debug for ClusterMaterial {
@@ -167,6 +170,7 @@ mod tests {
             bootstrap_ca: "CA".into(),
             kubelet_ca: "KCA".into(),
             cluster_dns: "172.30.0.10".into(),
+            network: Err("none".into()),
         };
         assert!(!format!("{material:?}").contains("TOKEN-SENTINEL"));
         let spec = crate::lifecycle::tests_support::posix_spec();

@@ -23,6 +23,7 @@ pub mod facts;
 pub mod leftover;
 pub mod manifest;
 pub mod material;
+pub mod network;
 pub mod plan;
 pub mod record;
 mod removal;
@@ -197,10 +198,7 @@ impl LifecycleSpec {
         let spec = self.with_payload(payload);
         match material {
             None => spec,
-            Some(Ok(material)) => {
-                let generated = material::render(&spec, material);
-                spec.with_generated(generated)
-            }
+            Some(Ok(m)) => network::with_network(&spec, m.network.as_ref().ok(), material::render(&spec, m)),
             Some(Err(e)) => blocked(format!("cannot read the cluster material a node needs to join: {e}")),
         }
     }

@@ -34,6 +34,7 @@ fn spec() -> LifecycleSpec {
         bootstrap_ca: "ca".into(),
         kubelet_ca: "kca".into(),
         cluster_dns: "172.30.0.10".into(),
+        network: Err("no operator.openshift.io Network".into()),
     };
     let generated = render(&spec, &material);
     spec.with_generated(generated)

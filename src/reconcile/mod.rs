@@ -116,6 +116,7 @@ pub async fn round<H: Host>(
     if let Some(Err(e)) = &material {
         report.material_error = Some(e.clone());
     }
+    report.network_note = material.as_ref().and_then(|m| m.as_ref().ok()?.network.as_ref().err().cloned());
     let no_proxy = facts.as_ref().and_then(|f| f.cluster_no_proxy.as_deref());
     let listed: Vec<&Instance> = instances.iter().copied().chain(&machines).collect();
     // The cluster's pull secret (read each round) renders the mirrors' credentials.

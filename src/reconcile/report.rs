@@ -60,6 +60,9 @@ pub struct ClusterReport {
     /// Why the cluster material for joining nodes could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub material_error: Option<String>,
+    /// Why no network configuration is generated (no operator Network).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub network_note: Option<String>,
     /// Joins of instances being configured (in a dry run, their steps).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub joins: Vec<JoinReport>,
@@ -286,6 +289,9 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
     }
     if let Some(e) = &c.material_error {
         let _ = writeln!(out, "  ! cluster material for joining nodes: {e}");
+    }
+    if let Some(note) = &c.network_note {
+        let _ = writeln!(out, "  - network configuration: {note}");
     }
     for csr in &c.csrs {
         let what = match &csr.outcome {

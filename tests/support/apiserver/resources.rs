@@ -226,6 +226,16 @@ pub(crate) static RESOURCES: &[Resource] = &[
         status: Status::Crd,
         fields: &[],
     },
+    // The cluster network operator's Network (the hybrid overlay: network-conf.ps1, the VXLAN port).
+    Resource {
+        group: "operator.openshift.io",
+        version: "v1",
+        kind: "Network",
+        plural: "networks",
+        namespaced: false,
+        status: Status::Crd,
+        fields: &[],
+    },
     Resource {
         group: "machineconfiguration.openshift.io",
         version: "v1",
