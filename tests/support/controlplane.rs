@@ -116,8 +116,11 @@ pub fn ensure_built() -> Result<PathBuf, String> {
     // starting the old one, or building too.
     let tmp = bin.with_file_name(format!("controlplane.{}.tmp", std::process::id()));
     eprintln!("building the control plane (Kubernetes {KUBERNETES_VERSION}); the first build takes minutes");
+    // The version a release build stamps (tests/controlplane/ldflags, which
+    // .ci/run uses too): without it /version says v0.0.0-master.
+    let ldflags = std::fs::read_to_string(sources().join("ldflags")).map_err(|e| format!("ldflags: {e}"))?;
     let out = Command::new("go")
-        .args(["build", "-o"])
+        .args(["build", "-ldflags", ldflags.trim(), "-o"])
         .arg(&tmp)
         .arg(".")
         .current_dir(sources())
