@@ -85,6 +85,16 @@ impl Source {
         })
     }
 
+    /// When `revision` was committed (its committer time, Unix seconds).
+    pub fn committed_at(&self, revision: &str) -> Result<i64, SourceFailure> {
+        let repo = self.repository()?;
+        let commit = repo
+            .revparse_single(revision)
+            .and_then(|object| object.peel_to_commit())
+            .map_err(|e| SourceFailure::Git(format!("resolving revision {revision}: {}", e.message())))?;
+        Ok(commit.committer().when().seconds())
+    }
+
     /// The repository the revisions are read from.
     fn repository(&self) -> Result<Repository, SourceFailure> {
         Ok(match self {

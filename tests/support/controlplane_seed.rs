@@ -17,11 +17,13 @@ fn namespace(name: &str) -> Value {
 }
 
 /// The namespaces of an OpenShift cluster winfleet works in.
-pub const OPENSHIFT_NAMESPACES: [&str; 4] = [
+pub const OPENSHIFT_NAMESPACES: [&str; 5] = [
     "openshift-machine-api",
     "openshift-config",
     "openshift-windows-machine-config-operator",
     "openshift-machine-config-operator",
+    // Where the console reads dashboards (deploy/'s winfleet-dashboard).
+    "openshift-config-managed",
 ];
 
 /// Seeds what an OpenShift cluster has and winfleet reads: its namespaces;

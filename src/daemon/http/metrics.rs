@@ -36,6 +36,13 @@ fn round_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.05, 2.0, 16))
 }
 
+/// From a commit to its revision applied: 1 s doubling to about 2.3 hours
+/// (14 buckets); a webhook-driven rollout takes seconds, a rolling reboot
+/// of a large fleet an hour or more.
+fn commit_buckets() -> Histogram {
+    Histogram::new(exponential_buckets(1.0, 2.0, 14))
+}
+
 /// Fetch durations from 10 ms doubling to about 2.7 minutes (15 buckets).
 fn fetch_buckets() -> Histogram {
     Histogram::new(exponential_buckets(0.01, 2.0, 15))
@@ -58,6 +65,7 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 pub struct Metrics {
     registry: Registry,
     round_duration: Histogram,
+    commit_to_applied: Histogram,
     rounds: Family<Label, Counter>,
     nodes: Family<Label, Gauge>,
     /// Every phase ever set, so phases that vanish can be reset to 0.
@@ -83,6 +91,13 @@ impl Metrics {
             "Duration of reconcile rounds",
             Unit::Seconds,
             round_duration.clone(),
+        );
+        let commit_to_applied = commit_buckets();
+        registry.register_with_unit(
+            "commit_to_applied",
+            "From a revision's commit to the end of its first round without failures",
+            Unit::Seconds,
+            commit_to_applied.clone(),
         );
         let rounds = Family::<Label, Counter>::default();
         registry.register("rounds", "Reconcile rounds by result", rounds.clone());
@@ -136,6 +151,7 @@ impl Metrics {
         Self {
             registry,
             round_duration,
+            commit_to_applied,
             rounds,
             nodes,
             phases_seen: Mutex::new(BTreeSet::new()),
@@ -168,6 +184,12 @@ impl Metrics {
         if result == "succeeded" {
             self.last_success.set(jiff::Timestamp::now().as_second());
         }
+    }
+
+    /// A new revision's first round ended without failures `seconds` after
+    /// its commit (0 when the committer's clock is ahead).
+    pub fn revision_applied(&self, seconds: f64) {
+        self.commit_to_applied.observe(seconds.max(0.0));
     }
 
     /// The number of nodes in each phase after a round. Phases set before
@@ -263,6 +285,7 @@ mod tests {
     fn encode_shows_every_family_with_its_labels() {
         let metrics = Metrics::new();
         metrics.round_finished("succeeded", Duration::from_millis(300));
+        metrics.revision_applied(42.0);
         metrics.set_nodes_by_phase(&phases(&[("Ready", 3)]));
         metrics.drift_detected(2);
         metrics.ssh_error("apply");
@@ -287,6 +310,9 @@ mod tests {
             "winfleet_reconcile_duration_seconds_bucket{le=\"0.05\"} 0",
             "winfleet_reconcile_duration_seconds_bucket{le=\"0.4\"} 1",
             "winfleet_reconcile_duration_seconds_bucket{le=\"1638.4\"} 1",
+            "winfleet_commit_to_applied_seconds_count 1",
+            "winfleet_commit_to_applied_seconds_bucket{le=\"32.0\"} 0",
+            "winfleet_commit_to_applied_seconds_bucket{le=\"64.0\"} 1",
             "winfleet_rounds_total{result=\"succeeded\"} 1",
             "winfleet_rounds_total{result=\"failed\"} 0",
             "winfleet_rounds_total{result=\"invalid\"} 0",

@@ -115,9 +115,21 @@ impl Daemon {
         if self.config.verify.is_some() {
             self.verified_since = Some(revision.clone());
         }
-        self.applied = Some(Applied { revision, desired: Arc::new(desired) });
-        self.metrics.set_applied_revision(self.applied.as_ref().map_or("", |a| a.revision.as_str()));
-        self.full_round(RoundKind::Commit, schedule, work, stop).await
+        self.metrics.set_applied_revision(&revision);
+        self.applied = Some(Applied { revision: revision.clone(), desired: Arc::new(desired) });
+        let record = self.full_round(RoundKind::Commit, schedule, work, stop).await;
+        if record.as_ref().is_some_and(|r| r.failed == 0) {
+            self.commit_latency(revision).await;
+        }
+        record
+    }
+
+    /// Observes how long `revision` took from its commit to applied.
+    async fn commit_latency(&self, revision: String) {
+        match self.git("reading the commit time", move |source| source.committed_at(&revision)).await {
+            Ok(committed) => self.metrics.revision_applied((jiff::Timestamp::now().as_second() - committed) as f64),
+            Err(e) => tracing::debug!(error = %e, "cannot read the commit time; the latency is not measured"),
+        }
     }
 
     /// Reads and validates `revision`; `None` when it cannot be read.
