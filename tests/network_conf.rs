@@ -4,8 +4,9 @@
 //! by the PowerShell grammar, and hybrid-overlay-node's command line). On
 //! real sshd nodes against either API server ([`Backend`]): a join writes
 //! them, a new VXLAN port reaches every node's hybrid-overlay-node in the
-//! next round, a new service network every node's `network-conf.ps1`, and
-//! the round after writes nothing. A cluster without the operator's
+//! next round, a new service network every node's `network-conf.ps1` (a dry
+//! run, as `plan --live`, shows each on every node first and writes
+//! nothing), and the round after writes nothing. A cluster without the operator's
 //! Network gets no file and the round report says why.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -159,7 +160,19 @@ fn assert_quiet(report: &winfleet::reconcile::report::RoundReport) {
     }
 }
 
-async fn a_network_change_reaches_every_node_in_the_next_round(bench: Bench) {
+/// A dry run (what `plan --live` runs): every node's operations name `what`.
+async fn planned_on_every_node(bench: &mut Bench, what: &str) {
+    bench.options.dry_run = true;
+    let planned = bench.round().await;
+    bench.options.dry_run = false;
+    assert_eq!(planned.nodes.len(), NAMES.len());
+    for node in &planned.nodes {
+        let NodeResult::Done { operations, .. } = &node.result else { panic!("{node:?}") };
+        assert!(format!("{operations:?}").contains(what), "{} plans {what}: {}", node.address, planned.render_text());
+    }
+}
+
+async fn a_network_change_reaches_every_node_in_the_next_round(mut bench: Bench) {
     let networks: Api<DynamicObject> =
         Api::all_with(bench.api.client(), &resource("operator.openshift.io", "v1", "Network", "networks"));
     let object: DynamicObject = serde_json::from_value(operator_network(9898)).unwrap();
@@ -180,6 +193,8 @@ async fn a_network_change_reaches_every_node_in_the_next_round(bench: Bench) {
     // restarts) on every node; network-conf.ps1 stays.
     let patch = json!({"spec": {"defaultNetwork": {"ovnKubernetesConfig": {"hybridOverlayConfig": {"hybridOverlayVXLANPort": 4800}}}}});
     networks.patch("cluster", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    planned_on_every_node(&mut bench, HYBRID_OVERLAY_SERVICE).await;
+    assert!(units(&bench).iter().all(|u| u.contains("--hybrid-overlay-vxlan-port 9898")), "the dry run wrote nothing");
     let before: Vec<_> = bench.fleet.nodes.iter().map(|n| n.service_pids()).collect();
     let report = bench.round().await;
     assert!(!report.failed(), "{}\n{}", report.render_text(), logs(&bench.fleet));
@@ -201,6 +216,8 @@ async fn a_network_change_reaches_every_node_in_the_next_round(bench: Bench) {
         Api::all_with(bench.api.client(), &resource("config.openshift.io", "v1", "Network", "networks"));
     let patch = json!({"spec": {"serviceNetwork": [NEW_SERVICE_NETWORK]}});
     configs.patch("cluster", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    planned_on_every_node(&mut bench, "network-conf.ps1").await;
+    assert_eq!(scripts(&bench), vec![network_conf_script(SERVICE_NETWORK); 2], "the dry run wrote nothing");
     let report = bench.round().await;
     assert!(!report.failed(), "{}\n{}", report.render_text(), logs(&bench.fleet));
     assert_eq!(scripts(&bench), vec![network_conf_script(NEW_SERVICE_NETWORK); 2], "{}", report.render_text());
