@@ -126,6 +126,9 @@ async fn an_invalid_commit_is_not_applied_and_its_diagnostics_go_into_status() {
     let record = next(&mut handle.records).await;
     assert_eq!((record.kind, record.revision.as_str()), (RoundKind::Commit, fixed.as_str()));
     assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"));
+    // Commit to applied is measured for the two revisions applied, not the invalid one.
+    let metrics = handle.metrics.encode();
+    assert!(metrics.contains("winfleet_commit_to_applied_seconds_count 2\n"), "{metrics}");
     stop(handle).await;
 }
 
