@@ -75,6 +75,9 @@ pub enum Reason {
     RevisionUntrusted,
     /// Configuring a Machine failed several rounds in a row (never deleted).
     MachineConfigureFailed,
+    /// The cluster's prerequisites refuse joins and upgrades (the kubelet's
+    /// version skew, the cluster network).
+    PrerequisitesNotMet,
 }
 
 impl Reason {
@@ -112,6 +115,7 @@ impl Reason {
             Reason::MachineReplaced => "MachineReplaced",
             Reason::RevisionUntrusted => "RevisionUntrusted",
             Reason::MachineConfigureFailed => "MachineConfigureFailed",
+            Reason::PrerequisitesNotMet => "PrerequisitesNotMet",
         }
     }
 
@@ -132,6 +136,7 @@ impl Reason {
                 | Reason::CsrNearMatch
                 | Reason::JoinFailed
                 | Reason::MachineConfigureFailed
+                | Reason::PrerequisitesNotMet
                 | Reason::UpgradeFailed
                 | Reason::RevisionUntrusted
         )

@@ -1,23 +1,102 @@
 //! What the cluster must be before any node joins (issue 27, item 6, the
 //! cluster side): a kubelet within Kubernetes' supported version skew of
-//! the API server, and OVN-Kubernetes with a hybrid overlay. Pure: the
-//! checks read the API server's `/version` and the cluster's Network
-//! (`operator.openshift.io/v1`, `cluster`) and say why a join is refused.
+//! the API server, and OVN-Kubernetes with a hybrid overlay. The checks are
+//! pure ([`version_skew`], [`network`], [`decide`]): they read the API
+//! server's `/version` and the cluster's Network (`operator.openshift.io/v1`,
+//! `cluster`) and say why a join is refused; [`check`] is the thin shell
+//! that reads both. docs/lifecycle.md ("Prerequisites") says what a
+//! refusal holds.
 
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use serde::Serialize;
 use serde_json::Value;
+
+use super::apply::api_error;
+use crate::vocab::kube_version::major_minor;
+
+/// The cluster's prerequisites as one round found them.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Prerequisites {
+    /// Why no node joins or upgrades this round (every failed check, in one
+    /// sentence); `None` when none failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<String>,
+    /// What was not checked, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl Prerequisites {
+    /// Nothing to say.
+    pub fn is_empty(&self) -> bool {
+        self.refused.is_none() && self.notes.is_empty()
+    }
+}
+
+/// What is said when the Fleet declares no kubelet version.
+pub const KUBELET_NOT_DECLARED: &str = "the payload's kubelet version is not declared (Fleet \
+    spec.payload.kubeletVersion): the version skew with the API server is not checked";
+/// What is said when the cluster has no operator.openshift.io Network.
+pub const NOT_OPENSHIFT: &str = "no operator.openshift.io/v1 Network cluster (not an OpenShift cluster): \
+    the cluster network is not checked";
+
+/// The prerequisites from what was read: the payload's declared kubelet
+/// version (`None`: not declared), the API server's `gitVersion` and the
+/// operator.openshift.io Network `cluster` (`Ok(None)`: the cluster has
+/// none, so it is no OpenShift cluster). A read that failed refuses: what
+/// cannot be checked is not assumed.
+pub fn decide(
+    kubelet: Option<&str>,
+    api_server: Result<&str, &str>,
+    network_cr: Result<Option<&Value>, &str>,
+) -> Prerequisites {
+    let mut reasons = Vec::new();
+    let mut notes = Vec::new();
+    match (kubelet, api_server) {
+        (None, _) => notes.push(KUBELET_NOT_DECLARED.to_owned()),
+        (Some(kubelet), Ok(api)) => reasons.extend(version_skew(kubelet, api).err()),
+        (Some(_), Err(e)) => reasons.push(format!("cannot read the API server's /version: {e}")),
+    }
+    match network_cr {
+        Ok(Some(cr)) => reasons.extend(network(cr).err()),
+        Ok(None) => notes.push(NOT_OPENSHIFT.to_owned()),
+        Err(e) => reasons.push(e.to_owned()),
+    }
+    let refused = (!reasons.is_empty()).then(|| reasons.join("; "));
+    Prerequisites { refused, notes }
+}
+
+/// Reads `/version` (only when a kubelet version is declared) and the
+/// operator.openshift.io Network `cluster`, and decides.
+pub async fn check(client: &Client, kubelet: Option<&str>) -> Prerequisites {
+    let version = match kubelet {
+        Some(_) => client.apiserver_version().await.map(|info| info.git_version).map_err(|e| api_error(&e)),
+        None => Ok(String::new()),
+    };
+    let network_cr = operator_network(client).await;
+    decide(
+        kubelet,
+        version.as_deref().map_err(String::as_str),
+        network_cr.as_ref().map(Option::as_ref).map_err(String::as_str),
+    )
+}
+
+/// The operator.openshift.io/v1 Network `cluster`; `None` when the cluster
+/// has none (no such API: not an OpenShift cluster).
+pub async fn operator_network(client: &Client) -> Result<Option<Value>, String> {
+    let gvk = GroupVersionKind::gvk("operator.openshift.io", "v1", "Network");
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "networks"));
+    match api.get_opt("cluster").await {
+        Ok(object) => Ok(object.map(|o| o.data)),
+        Err(e) => Err(format!("cannot read the operator.openshift.io Network cluster: {}", api_error(&e))),
+    }
+}
 
 /// How many minor versions a kubelet may be older than the API server
 /// (Kubernetes' version skew policy since 1.28); never newer.
 pub const KUBELET_SKEW: u32 = 3;
-
-/// `(major, minor)` of a Kubernetes version (`v1.37.2`, `1.37.2+rhel`,
-/// `v1.30.0-rc.1`).
-pub fn major_minor(version: &str) -> Option<(u32, u32)> {
-    let mut parts = version.trim().trim_start_matches('v').split('.');
-    let major = parts.next()?.parse().ok()?;
-    let minor: String = parts.next()?.chars().take_while(char::is_ascii_digit).collect();
-    Some((major, minor.parse().ok()?))
-}
 
 /// The kubelet's version against the API server's (`gitVersion` of
 /// `/version`): refused when it is newer, or more than [`KUBELET_SKEW`]
@@ -90,5 +169,24 @@ mod tests {
         let sdn = json!({"spec": {"defaultNetwork": {"type": "OpenShiftSDN"}}});
         assert!(network(&sdn).unwrap_err().contains("OpenShiftSDN, not OVNKubernetes"));
         assert!(network(&json!({})).unwrap_err().contains("not set"));
+    }
+
+    #[test]
+    fn every_failed_check_refuses_and_what_cannot_be_checked_is_said() {
+        let hybrid = json!({"spec": {"defaultNetwork": {"type": "OVNKubernetes", "ovnKubernetesConfig": {
+            "hybridOverlayConfig": {"hybridClusterNetwork": [{"cidr": "10.132.0.0/14", "hostPrefix": 23}]}}}}});
+        let sdn = json!({"spec": {"defaultNetwork": {"type": "OpenShiftSDN"}}});
+        assert_eq!(decide(Some("v1.37.0"), Ok("v1.37.2"), Ok(Some(&hybrid))), Prerequisites::default());
+        let both = decide(Some("v1.38.0"), Ok("v1.37.2"), Ok(Some(&sdn)));
+        let refused = both.refused.unwrap();
+        assert!(refused.contains("never be newer") && refused.contains("OpenShiftSDN"), "{refused}");
+        let plain = decide(None, Err("unused"), Ok(None));
+        assert_eq!(plain.refused, None);
+        assert_eq!(plain.notes, [KUBELET_NOT_DECLARED, NOT_OPENSHIFT]);
+        let unreadable = decide(Some("v1.37.0"), Err("503"), Err("cannot read the Network: 403"));
+        assert_eq!(
+            unreadable.refused.as_deref(),
+            Some("cannot read the API server's /version: 503; cannot read the Network: 403")
+        );
     }
 }

@@ -25,6 +25,7 @@ pub mod machines;
 #[cfg(test)]
 mod machines_tests;
 mod machines_text;
+mod prerequisites;
 pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -167,7 +168,14 @@ pub async fn round<H: Host>(
         report.machines.user_data = user_data::reconcile(&cluster.client, &key, &fingerprint, !writable).await;
     }
     let contexts = lifecycle::contexts(&all, &facts, &associations);
-    let nodes = node_round(pool, &all, options, &contexts, on_node).await;
+    // The cluster's prerequisites (kubelet skew, network): a refusal holds
+    // every join and upgrade of this round (reconcile/prerequisites.rs).
+    if lifecycle_on {
+        let kubelet = desired.fleet.payload_kubelet_version.as_deref();
+        report.prerequisites = crate::cluster::prerequisites::check(&cluster.client, kubelet).await;
+    }
+    let (nodes, mut held_by_prerequisites) =
+        prerequisites::node_round(pool, &all, options, &contexts, &report.prerequisites, on_node).await;
     let machine_addresses: BTreeSet<String> = machines.iter().map(|m| m.address.clone()).collect();
     let (nodes, waiting) = machines::split_waiting(nodes, &machine_addresses, &facts);
     if lifecycle_on {
@@ -175,8 +183,10 @@ pub async fn round<H: Host>(
         // exact host name, as a BYOH host's are.
         let hosts = lifecycle::host_names(&all, &nodes);
         let (candidates, held) = lifecycle::candidates(&all, &contexts, &nodes, &resolved, byoh.len());
+        let held_joins = std::mem::take(&mut held_by_prerequisites.joins);
         if options.dry_run {
-            report.joins = candidates.iter().map(|c| lifecycle::preview(c, &contexts)).chain(held).collect();
+            report.joins =
+                candidates.iter().map(|c| lifecycle::preview(c, &contexts)).chain(held).chain(held_joins).collect();
         } else {
             let shared = join::Shared {
                 client: &cluster.client,
@@ -188,7 +198,7 @@ pub async fn round<H: Host>(
                 stop: &options.stop,
             };
             let (joins, csrs) = join::join_all(&shared, candidates).await;
-            report.joins = joins.into_iter().chain(held).collect();
+            report.joins = joins.into_iter().chain(held).chain(held_joins).collect();
             report.csrs = csrs;
         }
     }
@@ -202,8 +212,13 @@ pub async fn round<H: Host>(
         report.deconfigure_refused = refused;
     }
     let upgrades = lifecycle::upgrade_candidates(&all, &contexts, &nodes, &facts, &associations);
+    let (upgrades, held_upgrades) = prerequisites::upgrades(upgrades, &report.prerequisites);
+    if !options.dry_run {
+        let p = (&held_by_prerequisites, held_upgrades.as_slice(), &report.prerequisites);
+        prerequisites::publish(&cluster.client, &events, &facts, p).await;
+    }
     let (upgrades, slots) = changes::upgrades(&context, pool, upgrades, options).await;
-    report.upgrades = upgrades;
+    report.upgrades = upgrades.into_iter().chain(held_upgrades).collect();
     report.upgrade_slots = slots;
     if options.whole_fleet {
         let spec = desired.specs.get(&desired.fleet.default_shell).and_then(|s| s.lifecycle.as_deref());

@@ -15,6 +15,7 @@ use crate::cluster::join::{JoinReport, JoinResult};
 use crate::cluster::keys::KeyReport;
 pub use crate::cluster::machinesets::Conflict;
 use crate::cluster::machinesets::{MachineSetStep, ownership::FieldConflict};
+use crate::cluster::prerequisites::Prerequisites;
 use crate::cluster::rollout::{RebootReport, RebootResult};
 use crate::cluster::upgrade::{UpgradeReport, UpgradeResult};
 use crate::engine::report::FORMAT_VERSION;
@@ -63,6 +64,10 @@ pub struct ClusterReport {
     /// Why no network configuration is generated (no operator Network).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network_note: Option<String>,
+    /// The cluster's prerequisites: why no node joins or upgrades this
+    /// round, and what was not checked.
+    #[serde(skip_serializing_if = "Prerequisites::is_empty")]
+    pub prerequisites: Prerequisites,
     /// Joins of instances being configured (in a dry run, their steps).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub joins: Vec<JoinReport>,
@@ -289,6 +294,12 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
     }
     if let Some(e) = &c.material_error {
         let _ = writeln!(out, "  ! cluster material for joining nodes: {e}");
+    }
+    if let Some(refused) = &c.prerequisites.refused {
+        let _ = writeln!(out, "  Prerequisites REFUSED: no node joins or upgrades this round: {refused}");
+    }
+    for note in &c.prerequisites.notes {
+        let _ = writeln!(out, "  - prerequisites: {note}");
     }
     if let Some(note) = &c.network_note {
         let _ = writeln!(out, "  - network configuration: {note}");

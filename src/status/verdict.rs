@@ -17,6 +17,7 @@
 //! | reboot owed, not started (no rollout slot)              | Progressing | `WaitingForRolloutSlot`| —           |
 //! | reboot owed, to come                                    | Progressing | `RebootPending`        | —           |
 //! | changes planned in a dry run that is no drift check     | Progressing | `ChangesPlanned`       | —           |
+//! | joining or upgrading, the cluster's prerequisites refuse| Waiting     | `PrerequisitesNotMet`  | `waiting`, Stalled |
 //! | the lifecycle is blocked (payload not the pinned one)   | Failed      | `LifecycleBlocked`     | `waiting`, Stalled |
 //! | configured over SSH, no cluster to join (SSH-only)      | Waiting     | `NoCluster`            | `waiting`   |
 //! | being configured; its join's step, or its plan          | Progressing | `Configuring`, `ConfigurePlanned` | — |
@@ -245,6 +246,13 @@ fn lifecycle(
     report: &LifecycleReport,
     cluster: Option<&ClusterReport>,
 ) -> Option<Verdict<InstancePhase>> {
+    let refused = cluster.and_then(|c| c.prerequisites.refused.as_deref());
+    if let Some(why) = refused.filter(|_| matches!(report.mode, Mode::Join | Mode::UpgradePending)) {
+        let message = format!("no node joins or upgrades while the cluster's prerequisites are not met: {why}");
+        return Some(
+            Verdict::error(InstancePhase::Waiting, "PrerequisitesNotMet", message, ErrorClass::Waiting).stalled(),
+        );
+    }
     if let Some(error) = &report.error {
         let message = format!("the node lifecycle cannot proceed: {error}");
         return Some(Verdict::error(InstancePhase::Failed, "LifecycleBlocked", message, ErrorClass::Waiting).stalled());

@@ -396,6 +396,12 @@ impl ApiServer {
         self.lock().ca().pem()
     }
 
+    /// The API server's version as `/version` reports it (`v1.35.1`;
+    /// default `v1.33.2`): its `gitVersion`, `major` and `minor`.
+    pub fn set_version(&self, git_version: &str) {
+        self.lock().git_version = git_version.to_owned();
+    }
+
     /// An admission webhook stand-in, run for every API write (dry runs
     /// included): `Some(message)` rejects it with 422 Invalid.
     pub fn reject(&self, hook: impl Fn(&Admission) -> Option<String> + Send + Sync + 'static) {

@@ -61,15 +61,17 @@ async fn handle(State(server): State<ApiServer>, req: Request) -> Response {
     }
 }
 
-fn version() -> Value {
+fn version(git_version: &str) -> Value {
+    let mut parts = git_version.trim_start_matches('v').split('.');
+    let (major, minor) = (parts.next().unwrap_or("1"), parts.next().unwrap_or("33"));
     json!({
-        "major": "1",
-        "minor": "33",
-        "emulationMajor": "1",
-        "emulationMinor": "33",
-        "minCompatibilityMajor": "1",
-        "minCompatibilityMinor": "32",
-        "gitVersion": "v1.33.2",
+        "major": major,
+        "minor": minor,
+        "emulationMajor": major,
+        "emulationMinor": minor,
+        "minCompatibilityMajor": major,
+        "minCompatibilityMinor": minor.parse::<u32>().map_or_else(|_| minor.to_owned(), |m| m.saturating_sub(1).to_string()),
+        "gitVersion": git_version,
         "gitCommit": "a57b6f7709f6c2722b92f07b8b4c48210a51fc40",
         "gitTreeState": "clean",
         "buildDate": "2025-06-17T18:41:31Z",
@@ -125,7 +127,12 @@ fn dispatch(
     headers: &axum::http::HeaderMap,
 ) -> Result<Response, ApiError> {
     if path == "/version" || path == "/version/" {
-        return if method == Method::GET { Ok(json_response(200, &version())) } else { Err(method_not_allowed()) };
+        let git_version = server.state.lock().map_err(|_| internal("the store lock is poisoned"))?.git_version.clone();
+        return if method == Method::GET {
+            Ok(json_response(200, &version(&git_version)))
+        } else {
+            Err(method_not_allowed())
+        };
     }
     let Target { res, namespace, name, subresource } = parse_path(path).ok_or_else(no_route)?;
     let mut st = server.state.lock().map_err(|_| internal("the store lock is poisoned"))?;

@@ -50,6 +50,8 @@ pub(crate) struct State {
     pub faults_served: Vec<(String, String, u16)>,
     /// Bumped to end every open watch stream at once (`ApiServer::drop_watches`).
     pub drops: tokio::sync::watch::Sender<u64>,
+    /// The `gitVersion` `/version` answers (`ApiServer::set_version`).
+    pub git_version: String,
 }
 
 impl State {
@@ -70,6 +72,7 @@ impl State {
             faults: Vec::new(),
             faults_served: Vec::new(),
             drops: tokio::sync::watch::Sender::new(0),
+            git_version: "v1.33.2".to_owned(),
         }
     }
 

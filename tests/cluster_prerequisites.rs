@@ -1,0 +1,201 @@
+//! The cluster's prerequisites refused plainly (issue 27, item 6, the
+//! cluster side), against either API server ([`Backend`]): a payload whose
+//! declared kubelet (Fleet `spec.payload.kubeletVersion`) is too old or too
+//! new for the API server's `/version`, or a Network (operator.openshift.io)
+//! without a hybrid overlay, holds every join: the node is observed only
+//! (its files are byte for byte what they were), its status is Waiting with
+//! the reason, `plan --live` says it, one Warning Event per change. The
+//! round after the fix joins it. Real sshd nodes and the fake kubelet of
+//! tests/support/kubelet.rs; against the real control plane (v1.37.2) the
+//! Network's CRD is created by the test when the control plane lacks it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::fs;
+
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use serde_json::{Value, json};
+use support::controlplane::{Backend, KUBERNETES_VERSION, TestApi};
+use support::join::{Bench, bench, logs};
+use winfleet::cluster::join::JoinResult;
+use winfleet::reconcile::report::RoundReport;
+use winfleet::status::model::InstancePhase;
+use winfleet::status::verdict::{self, Context};
+
+const NAME: &str = "win-pre-1";
+
+#[test]
+#[ignore = "entry point of the fake kubelet process that node tests start; not a test"]
+fn fake_kubelet_process() {
+    support::kubelet::main_from_env();
+}
+
+/// Declares (or, with `None`, removes) the payload's kubelet version in
+/// the bench's Fleet and loads the repository again.
+fn declare_kubelet(bench: &mut Bench, version: Option<&str>) {
+    let path = bench.repo.path().join("fleet.yaml");
+    let text = fs::read_to_string(&path).unwrap();
+    let mut lines: Vec<String> = text.lines().filter(|l| !l.contains("kubeletVersion")).map(str::to_owned).collect();
+    if let Some(version) = version {
+        let at = lines.iter().position(|l| l.trim_start().starts_with("digest: sha256:")).unwrap();
+        lines.insert(at + 1, format!("    kubeletVersion: {version}"));
+    }
+    fs::write(&path, lines.join("\n") + "\n").unwrap();
+    bench.reload();
+}
+
+fn network_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("operator.openshift.io", "v1", "Network"), "networks")
+}
+
+/// The real control plane serves operator.openshift.io Networks once their
+/// CRD is established: this minimal one when the control plane has none
+/// (the in-memory API serves them always).
+async fn ensure_network_crd(api: &TestApi) {
+    let name = "networks.operator.openshift.io";
+    let crd = "apiextensions.k8s.io/v1";
+    if api.get(crd, "CustomResourceDefinition", None, name).await.is_none() {
+        api.seed(json!({
+            "apiVersion": crd, "kind": "CustomResourceDefinition", "metadata": {"name": name},
+            "spec": {"group": "operator.openshift.io", "scope": "Cluster",
+                     "names": {"kind": "Network", "listKind": "NetworkList", "plural": "networks", "singular": "network"},
+                     "versions": [{"name": "v1", "served": true, "storage": true,
+                                   "schema": {"openAPIV3Schema": {"type": "object",
+                                       "x-kubernetes-preserve-unknown-fields": true}}}]}}))
+        .await;
+    }
+    for _ in 0..600 {
+        let crd = api.get(crd, "CustomResourceDefinition", None, name).await.unwrap();
+        let conditions = crd["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        if conditions.iter().any(|c| c["type"] == "Established" && c["status"] == "True") {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("the Network CRD was not established in a minute");
+}
+
+/// Creates or changes the operator.openshift.io Network `cluster`:
+/// OVN-Kubernetes, with a hybrid overlay when `hybrid`.
+async fn network(api: &TestApi, hybrid: bool) {
+    let ovn = if hybrid {
+        json!({"hybridOverlayConfig": {"hybridClusterNetwork": [{"cidr": "10.132.0.0/14", "hostPrefix": 23}]}})
+    } else {
+        json!({})
+    };
+    let object = json!({"apiVersion": "operator.openshift.io/v1", "kind": "Network", "metadata": {"name": "cluster"},
+                        "spec": {"defaultNetwork": {"type": "OVNKubernetes", "ovnKubernetesConfig": ovn}}});
+    let networks: Api<DynamicObject> = Api::all_with(api.client(), &network_resource());
+    let params = PatchParams::apply("cluster-network-operator").force();
+    networks.patch("cluster", &params, &Patch::Apply(&object)).await.unwrap();
+}
+
+/// The `PrerequisitesNotMet` Events' notes about the Node `NAME`.
+async fn events(bench: &Bench) -> Vec<String> {
+    let api: Api<Event> = Api::namespaced(bench.api.client(), "default");
+    let list = api.list(&ListParams::default()).await.unwrap().items;
+    list.into_iter()
+        .filter(|e| e.reason.as_deref() == Some("PrerequisitesNotMet"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some(NAME))
+        .inspect(|e| assert_eq!(e.type_.as_deref(), Some("Warning")))
+        .filter_map(|e| e.note)
+        .collect()
+}
+
+/// One round that must hold the join with exactly `reason`; nothing is
+/// written to the node.
+async fn held(bench: &mut Bench, reason: &str) -> RoundReport {
+    let files = bench.fleet.nodes[0].files();
+    bench.options.dry_run = true;
+    let plan = bench.round().await;
+    bench.options.dry_run = false;
+    let text = plan.render_text();
+    assert!(text.contains(&format!("Prerequisites REFUSED: no node joins or upgrades this round: {reason}")), "{text}");
+    let report = bench.round().await;
+    let text = report.render_text();
+    let cluster = report.cluster.as_ref().unwrap();
+    assert_eq!(cluster.prerequisites.refused.as_deref(), Some(reason), "{text}");
+    assert_eq!(cluster.joins.len(), 1, "{text}");
+    let JoinResult::NotStarted { reason: why } = &cluster.joins[0].result else { panic!("{text}") };
+    assert!(why.ends_with(reason), "{why}");
+    assert!(text.contains("BLOCKED (lifecycle): the cluster's prerequisites are not met, nothing written"), "{text}");
+    let ctx = Context { round: &report, drift_check: false, warn: false, at_revision: false, suspended: false };
+    let verdict = verdict::instance(&report.nodes[0], ctx).unwrap();
+    assert_eq!((verdict.phase, verdict.reason), (InstancePhase::Waiting, "PrerequisitesNotMet"), "{verdict:?}");
+    assert!(verdict.message.ends_with(reason), "{}", verdict.message);
+    assert_eq!(bench.fleet.nodes[0].files(), files, "nothing was written to the node");
+    assert!(bench.api.get("v1", "Node", None, NAME).await.is_none(), "no Node registered");
+    report
+}
+
+async fn refused_then_joined(backend: Backend) {
+    let Some(mut bench) = bench(backend, &[NAME]).await else { return };
+    if let TestApi::InMemory { server, .. } = &bench.api {
+        server.set_version(KUBERNETES_VERSION);
+    }
+    let api_server = KUBERNETES_VERSION;
+
+    // Too old: 4 minor versions behind the API server.
+    declare_kubelet(&mut bench, Some("v1.33.0"));
+    let too_old = format!(
+        "the payload's kubelet v1.33.0 is 4 minor versions older than the API server {api_server}; at most 3 are supported"
+    );
+    held(&mut bench, &too_old).await;
+    held(&mut bench, &too_old).await;
+    let note = format!("no node joins or upgrades: {too_old}");
+    assert_eq!(events(&bench).await, [note.clone()], "one Warning Event, not one per round");
+
+    // Too new.
+    declare_kubelet(&mut bench, Some("v1.38.1"));
+    let too_new = format!(
+        "the payload's kubelet v1.38.1 is newer than the API server {api_server}: a kubelet may never be newer"
+    );
+    held(&mut bench, &too_new).await;
+    assert_eq!(events(&bench).await.len(), 2, "a changed reason is a new Event");
+
+    // Within the skew, but the cluster network has no hybrid overlay.
+    declare_kubelet(&mut bench, Some("v1.35.4"));
+    if backend == Backend::Real {
+        ensure_network_crd(&bench.api).await;
+    }
+    network(&bench.api, false).await;
+    let no_hybrid = "OVN-Kubernetes has no hybrid overlay (spec.defaultNetwork.ovnKubernetesConfig.\
+                     hybridOverlayConfig.hybridClusterNetwork is empty): configure hybrid networking first";
+    held(&mut bench, no_hybrid).await;
+
+    // Fixed: the next round joins.
+    network(&bench.api, true).await;
+    let report = bench.round().await;
+    let cluster = report.cluster.as_ref().unwrap();
+    assert_eq!(cluster.prerequisites.refused, None, "{}", report.render_text());
+    assert_eq!(cluster.joins[0].result, JoinResult::Joined, "{}\n{}", report.render_text(), logs(&bench.fleet));
+    let node: Value = bench.node(NAME).await;
+    assert_eq!(node["metadata"]["annotations"][winfleet::lifecycle::VERSION_ANNOTATION], bench.version());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_out_of_skew_or_no_hybrid_overlay_holds_the_join_until_fixed_in_memory() {
+    refused_then_joined(Backend::InMemory).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kubelet_out_of_skew_or_no_hybrid_overlay_holds_the_join_until_fixed_on_the_real_control_plane() {
+    refused_then_joined(Backend::Real).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_with_no_operator_network_and_no_declared_kubelet_is_not_checked_and_joins() {
+    let Some(bench) = bench(Backend::InMemory, &[NAME]).await else { return };
+    let report = bench.round().await;
+    let cluster = report.cluster.as_ref().unwrap();
+    assert_eq!(cluster.prerequisites.refused, None);
+    assert_eq!(
+        cluster.prerequisites.notes,
+        [winfleet::cluster::prerequisites::KUBELET_NOT_DECLARED, winfleet::cluster::prerequisites::NOT_OPENSHIFT]
+    );
+    assert!(report.render_text().contains("- prerequisites: no operator.openshift.io/v1 Network cluster"));
+    assert_eq!(cluster.joins[0].result, JoinResult::Joined, "{}\n{}", report.render_text(), logs(&bench.fleet));
+}
