@@ -78,6 +78,9 @@ pub enum Reason {
     /// The cluster's prerequisites refuse joins and upgrades (the kubelet's
     /// version skew, the cluster network).
     PrerequisitesNotMet,
+    /// Key rotation over a MachineSet stopped: a replacement Machine did
+    /// not become a Ready node.
+    KeyRotationStopped,
 }
 
 impl Reason {
@@ -115,6 +118,7 @@ impl Reason {
             Reason::MachineReplaced => "MachineReplaced",
             Reason::RevisionUntrusted => "RevisionUntrusted",
             Reason::MachineConfigureFailed => "MachineConfigureFailed",
+            Reason::KeyRotationStopped => "KeyRotationStopped",
             Reason::PrerequisitesNotMet => "PrerequisitesNotMet",
         }
     }
@@ -136,6 +140,7 @@ impl Reason {
                 | Reason::CsrNearMatch
                 | Reason::JoinFailed
                 | Reason::MachineConfigureFailed
+                | Reason::KeyRotationStopped
                 | Reason::PrerequisitesNotMet
                 | Reason::UpgradeFailed
                 | Reason::RevisionUntrusted

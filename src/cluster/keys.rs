@@ -8,13 +8,16 @@
 //!   to the host": the authorized_keys line and its fingerprint, never the
 //!   private key) and left running.
 //! - A Machine-backed node is replaced (its Machine deleted; its MachineSet
-//!   creates a new one that joins with the new key), at most
-//!   `rollout.maxUnavailable` at once counting Machines already going or
-//!   not Running, and never while its MachineSet has an unhealthy Machine.
-//!   Only Machines of MachineSets winfleet manages: winfleet never deletes
-//!   a Machine whose MachineSet something else owns (it says so instead).
+//!   creates a new one that joins with the new key), one disruption slot
+//!   at a time, each replacement a Ready node before the next goes; a
+//!   replacement that fails stops the rotation and says why
+//!   ([`machines`]). Only Machines of MachineSets winfleet
+//!   manages: winfleet never deletes a Machine whose MachineSet something
+//!   else owns (it says so instead).
 //!
 //! [`plan`] is pure; [`apply`] writes it.
+
+pub mod machines;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -28,9 +31,10 @@ use super::associate::Association;
 use super::cordon::patch;
 use super::events::{Events, Reason, Regarding};
 use super::join::PUB_KEY_HASH_ANNOTATION;
-use super::{ClusterFacts, NodeObs};
+use super::{ClusterFacts, MACHINE_API_NAMESPACE, NodeObs};
 use crate::desired::model::Instance;
 use crate::engine::report::{NodeReport, NodeResult};
+use crate::render::user_data::{FINGERPRINT_ANNOTATION, SECRET_NAME};
 
 /// The fleet's key, as Nodes and administrators see it.
 #[derive(Clone, Debug)]
@@ -87,6 +91,22 @@ pub enum KeyResult {
         /// Why.
         reason: String,
     },
+    /// The rotation over the Machine's MachineSet stopped: a replacement
+    /// did not become a Ready node (its configure or join failed); the
+    /// Machine is not deleted until it does.
+    RotationStopped {
+        /// The Machine that keeps the old key.
+        machine: String,
+        /// Its MachineSet.
+        machine_set: String,
+        /// The replacement that is not a Ready node.
+        blocker: String,
+        /// Why.
+        reason: String,
+        /// The stop is new this round: an Event says so (once).
+        #[serde(skip)]
+        announce: bool,
+    },
     /// Writing failed.
     Failed {
         /// Why.
@@ -105,6 +125,9 @@ pub struct Inputs<'a> {
     pub facts: &'a ClusterFacts,
     /// Instance address → Node.
     pub associations: &'a BTreeMap<String, Association>,
+    /// Why the `windows-user-data` Secret may not authorize the fleet's key
+    /// (its write failed): no Machine is replaced.
+    pub user_data_error: Option<&'a str>,
     /// Disruptions allowed at once.
     pub max_unavailable: usize,
 }
@@ -113,7 +136,7 @@ pub struct Inputs<'a> {
 /// then BYOH hosts.
 pub fn plan(inputs: Inputs<'_>, key: &FleetKey) -> Vec<KeyReport> {
     let stale = |n: &NodeObs| n.annotations.get(PUB_KEY_HASH_ANNOTATION).is_some_and(|h| *h != key.hash);
-    let mut out = machines(inputs, &stale);
+    let mut out = machines::plan(inputs, &stale);
     for instance in inputs.byoh {
         let Some(node) = inputs
             .associations
@@ -137,57 +160,25 @@ pub fn plan(inputs: Inputs<'_>, key: &FleetKey) -> Vec<KeyReport> {
         };
         out.push(KeyReport { node: node.name.clone(), address: instance.address.clone(), result });
     }
-    out
-}
-
-fn machines(inputs: Inputs<'_>, stale: &dyn Fn(&NodeObs) -> bool) -> Vec<KeyReport> {
-    let facts = inputs.facts;
-    let unhealthy = |m: &super::MachineObs| m.deleting || m.phase.as_deref() != Some("Running") || m.node.is_none();
-    let sick_sets: BTreeSet<&str> =
-        facts.machines.values().filter(|m| unhealthy(m)).filter_map(|m| m.machine_set.as_deref()).collect();
-    let busy = facts.machines.values().filter(|m| !m.ignored && unhealthy(m)).count();
-    let mut slots = inputs.max_unavailable.max(1).saturating_sub(busy);
-    let mut out = Vec::new();
-    for machine in facts.machines.values().filter(|m| !m.ignored && !unhealthy(m)) {
-        let Some(node) = machine.node.as_deref().and_then(|n| facts.nodes.get(n)) else { continue };
-        if !stale(node) {
-            continue;
-        }
-        let set = machine.machine_set.as_deref();
-        let managed = set
-            .and_then(|s| facts.machine_sets.get(s))
-            .is_some_and(|ms| super::is_managed(ms.pointer("/metadata/labels")));
-        let result = if !managed {
-            KeyResult::MachineWaiting {
-                machine: machine.name.clone(),
-                reason: format!(
-                    "its MachineSet {} is not managed by winfleet: replace the Machine yourself (delete it), or \
-                     put the MachineSet in the repository",
-                    set.unwrap_or("(none)")
-                ),
-            }
-        } else if let Some(set) = set.filter(|s| sick_sets.contains(s)) {
-            KeyResult::MachineWaiting {
-                machine: machine.name.clone(),
-                reason: format!("MachineSet {set} has a Machine that is not Running yet"),
-            }
-        } else if slots == 0 {
-            KeyResult::MachineWaiting {
-                machine: machine.name.clone(),
-                reason: format!(
-                    "rollout.maxUnavailable ({}) Machine(s) are already being replaced or not Running",
-                    inputs.max_unavailable.max(1)
-                ),
-            }
-        } else {
-            slots -= 1;
-            KeyResult::MachineReplaced { machine: machine.name.clone(), done: false }
-        };
-        out.push(KeyReport { node: node.name.clone(), address: machine.name.clone(), result });
-    }
     // Replacements first: they take longest.
     out.sort_by_key(|k| !matches!(k.result, KeyResult::MachineReplaced { .. }));
     out
+}
+
+/// Why the `windows-user-data` Secret does not authorize the key with
+/// `fingerprint` (as its annotation records), read from the API; `None`
+/// when it does. Machines are replaced only once it does.
+pub async fn user_data_gap(client: &Client, fingerprint: &str) -> Option<String> {
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), MACHINE_API_NAMESPACE);
+    match secrets.get_opt(SECRET_NAME).await {
+        Ok(Some(secret)) => {
+            let has = secret.metadata.annotations.as_ref().and_then(|a| a.get(FINGERPRINT_ANNOTATION));
+            (has.map(String::as_str) != Some(fingerprint))
+                .then(|| format!("it authorizes {}", has.map_or("another key", String::as_str)))
+        }
+        Ok(None) => Some("it does not exist".into()),
+        Err(e) => Some(format!("cannot read it: {}", api_error(&e))),
+    }
 }
 
 /// Writes the plan: annotations updated, Machines deleted, Events for
@@ -202,8 +193,9 @@ pub async fn apply(
     let nodes: Api<k8s_openapi::api::core::v1::Node> = Api::all(client.clone());
     let gvk = GroupVersionKind::gvk("machine.openshift.io", "v1beta1", "Machine");
     let machines: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), super::MACHINE_API_NAMESPACE, &ApiResource::from_gvk(&gvk));
+        Api::namespaced_with(client.clone(), MACHINE_API_NAMESPACE, &ApiResource::from_gvk(&gvk));
     let mut out = Vec::new();
+    let mut announced = BTreeSet::new();
     for mut report in plan {
         let uid = facts.nodes.get(&report.node).map(|n| n.uid.clone()).unwrap_or_default();
         let regarding = Regarding::Node(&report.node, &uid);
@@ -242,6 +234,19 @@ pub async fn apply(
                         KeyResult::Failed { reason: format!("cannot delete Machine {machine}: {}", api_error(&e)) }
                     }
                 }
+            }
+            KeyResult::RotationStopped { machine, machine_set, blocker, reason, announce } => {
+                if announce && announced.insert(machine_set.clone()) {
+                    let uid = facts.machine_sets.get(&machine_set).and_then(|o| o.pointer("/metadata/uid"));
+                    let note = format!(
+                        "key rotation stopped: Machine {blocker}, a replacement, did not become a Ready node: \
+                         {reason}; Machine {machine} keeps the old key and is not deleted until it is (look at \
+                         {blocker}'s VM, or delete {blocker} for the MachineSet to replace it)"
+                    );
+                    let regarding = Regarding::MachineSet(&machine_set, uid.and_then(|u| u.as_str()).unwrap_or(""));
+                    events.publish(regarding, Reason::KeyRotationStopped, note).await;
+                }
+                KeyResult::RotationStopped { machine, machine_set, blocker, reason, announce }
             }
             other => other,
         };

@@ -35,11 +35,12 @@ pub(super) async fn rotate_keys(
         authorized_key: pool.public_key_line(),
         fingerprint: pool.public_key_fingerprint(),
     };
-    let inputs = keys::Inputs {
+    let mut inputs = keys::Inputs {
         byoh,
         reports: nodes,
         facts: ctx.facts,
         associations: ctx.associations,
+        user_data_error: None,
         max_unavailable: options.rollout.max_unavailable,
     };
     let mut plan = keys::plan(inputs, &key);
@@ -49,6 +50,16 @@ pub(super) async fn rotate_keys(
     }
     if options.dry_run || !writable {
         return plan;
+    }
+    // The Secret first: a replacement boots with what it authorizes.
+    let gap = if plan.iter().any(|k| matches!(k.result, KeyResult::MachineReplaced { .. })) {
+        keys::user_data_gap(&ctx.cluster.client, &key.fingerprint).await
+    } else {
+        None
+    };
+    if let Some(gap) = &gap {
+        inputs.user_data_error = Some(gap);
+        plan = keys::plan(inputs, &key);
     }
     keys::apply(&ctx.cluster.client, ctx.events, ctx.facts, &key, plan).await
 }

@@ -18,6 +18,10 @@ pub fn render_keys(out: &mut String, keys: &[KeyReport], dry_run: bool) {
                 format!("{}replace Machine {machine} (deleted; its MachineSet creates a new one)", will(*done))
             }
             KeyResult::MachineWaiting { machine, reason } => format!("Machine {machine} waits: {reason}"),
+            KeyResult::RotationStopped { machine, blocker, reason, .. } => format!(
+                "key rotation STOPPED: Machine {machine} is not replaced: the replacement Machine {blocker} did not \
+                 become a Ready node: {reason}"
+            ),
             KeyResult::HashUpdated { done } => format!("{}pub-key-hash set to the new key", will(*done)),
             KeyResult::KeyRejected { authorized_key, fingerprint } => format!(
                 "the host REFUSES the fleet's new SSH key; add this public key to its authorized_keys: {authorized_key} \

@@ -13,12 +13,13 @@
 //! | drift found in a warn-mode drift check (dry run)  | Drifted     | `DriftDetected`      | —           |
 //! | drift found and corrected                         | Ready       | `DriftCorrected`     | —           |
 //! | written, or nothing to change                     | Ready       | `InSync`             | —           |
-//! | …but its Machines are not all Ready Nodes at the desired version | Progressing | `MachinesProgressing` (`MachinesWaiting` while a VM does not answer, `MachinesFailed` when one failed) | — |
+//! | …but its Machines are not all Ready Nodes at the desired version | Progressing | `MachinesProgressing` (`MachinesWaiting` while a VM does not answer, `MachinesFailed` when one failed, `KeyRotationStopped` when a failed replacement stops a key rotation) | — |
 //!
 //! The last row (issue 26): Ready only when `status.readyReplicas` equals
 //! the desired replicas and each Machine has a Ready Node configured at the
 //! desired version; the message counts the Machines at each step.
 
+use crate::cluster::keys::KeyResult;
 use crate::node::outcome::Outcome;
 use crate::plan::{MachineSetChange, replicas_text, show_value};
 use crate::reconcile::report::MachineSetReport;
@@ -34,14 +35,26 @@ pub fn machine_set(name: &str, ctx: Context<'_>) -> Option<Verdict<MachineSetPha
     match machines {
         Some(set) if verdict.phase == MachineSetPhase::Ready && !set.ready() => {
             let steps = &set.steps;
-            let reason = if steps.contains_key("failed") {
+            let stopped = ctx.round.cluster.iter().flat_map(|c| &c.keys).find_map(|k| match &k.result {
+                KeyResult::RotationStopped { machine_set, blocker, reason, .. } if machine_set == name => Some(
+                    format!("; key rotation stopped: the replacement Machine {blocker} is not a Ready node: {reason}"),
+                ),
+                _ => None,
+            });
+            let reason = if stopped.is_some() {
+                "KeyRotationStopped"
+            } else if steps.contains_key("failed") {
                 "MachinesFailed"
             } else if steps.contains_key("waiting") {
                 "MachinesWaiting"
             } else {
                 "MachinesProgressing"
             };
-            let message = format!("applied; its Machines are not all Ready Nodes yet: {}", set.counts());
+            let message = format!(
+                "applied; its Machines are not all Ready Nodes yet: {}{}",
+                set.counts(),
+                stopped.unwrap_or_default()
+            );
             Some(Verdict { phase: MachineSetPhase::Progressing, reason, message, ..verdict })
         }
         _ => Some(verdict),
