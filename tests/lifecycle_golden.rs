@@ -111,6 +111,7 @@ fn spec(shell: Shell) -> NodeSpec {
         kubelet_ca: "-----BEGIN CERTIFICATE-----\nKCA\n-----END CERTIFICATE-----\n".into(),
         cluster_dns: "172.30.0.10".into(),
         network: Err("no operator.openshift.io Network".into()),
+        trusted_ca: Default::default(),
     };
     let generated = render(&lifecycle, &material);
     lifecycle = lifecycle.with_generated(generated);

@@ -9,7 +9,8 @@
 //! - Network `cluster`: `spec.serviceNetwork[0]` (the cluster DNS, and
 //!   the service network of `network-conf.ps1`, [`super::network`]);
 //! - ControllerConfig `machine-config-controller`:
-//!   `spec.kubeAPIServerServingCAData` (the kubelet's client CA).
+//!   `spec.kubeAPIServerServingCAData` (the kubelet's client CA);
+//! - Proxy `cluster`'s trusted CA bundle ([`super::trusted_ca`]).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -93,5 +94,6 @@ pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
     let kubelet_ca = STANDARD.decode(ca).ok().and_then(|b| String::from_utf8(b).ok()).ok_or_else(|| {
         format!("ControllerConfig {CONTROLLER_CONFIG}: spec.kubeAPIServerServingCAData is not base64 PEM")
     })?;
-    Ok(ClusterMaterial { api_server_url, bootstrap_token, bootstrap_ca, kubelet_ca, cluster_dns, network })
+    let trusted_ca = super::trusted_ca::read(client).await?;
+    Ok(ClusterMaterial { api_server_url, bootstrap_token, bootstrap_ca, kubelet_ca, cluster_dns, network, trusted_ca })
 }

@@ -42,6 +42,7 @@ pub mod prerequisites;
 pub mod pull_secret;
 pub mod rollout;
 pub mod slots;
+pub mod trusted_ca;
 pub mod upgrade;
 pub mod user_data;
 

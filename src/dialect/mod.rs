@@ -19,6 +19,7 @@ pub mod posix_lifecycle;
 pub mod posix_lifecycle_apply;
 pub mod powershell;
 pub mod powershell_lifecycle;
+pub mod trust;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;

@@ -179,6 +179,10 @@ pub fn apply(changes: &[(usize, &LifecycleChange<'_>)]) -> String {
     let mut leftovers = String::new();
     let mut uploads: Vec<serde_json::Value> = Vec::new();
     for (i, change) in changes {
+        if let Some(line) = super::trust::powershell_line(*i, change) {
+            files.push_str(&line);
+            continue;
+        }
         match change {
             LifecycleChange::Stop { service } => {
                 let _ = writeln!(stops, "Stop-WfService {i} (ConvertFrom-WfBase64 '{}')", b64(&service.name));
@@ -254,6 +258,7 @@ pub fn apply(changes: &[(usize, &LifecycleChange<'_>)]) -> String {
     }
     let mut s = record_setup();
     s.push_str(HELPERS);
+    s.push_str(super::trust::helpers(changes, super::trust::POWERSHELL_HELPERS));
     s.push_str(&stops);
     s.push_str(&leftovers);
     if !uploads.is_empty() {

@@ -51,6 +51,8 @@ pub struct ClusterMaterial {
     /// The hybrid overlay's network ([`super::network`]); `Err` says why
     /// none is rendered (no operator.openshift.io Network `cluster`).
     pub network: Result<super::network::HybridNetwork, String>,
+    /// The proxy's trusted CA bundle ([`super::trusted_ca`]).
+    pub trusted_ca: super::trusted_ca::TrustedCa,
 }
 
 impl fmt::Debug for ClusterMaterial {
@@ -103,10 +105,9 @@ pub fn render(spec: &LifecycleSpec, material: &ClusterMaterial) -> Vec<Generated
         (KUBELET_CA, material.kubelet_ca.clone()),
         (KUBELET_CONF, kubelet_configuration(spec, &material.cluster_dns)),
     ];
-    files
-        .into_iter()
-        .map(|(name, content)| GeneratedFile { path: spec.kube_path(name), file: secret(content) })
-        .collect()
+    let files =
+        files.into_iter().map(|(name, content)| GeneratedFile { path: spec.kube_path(name), file: secret(content) });
+    files.chain(super::trusted_ca::render(spec, &material.trusted_ca)).collect()
 }
 
 /// WMCO's KubeletConfiguration (`generateKubeletConfiguration`) for the
@@ -171,11 +172,12 @@ mod tests {
             kubelet_ca: "KCA".into(),
             cluster_dns: "172.30.0.10".into(),
             network: Err("none".into()),
+            trusted_ca: Default::default(),
         };
         assert!(!format!("{material:?}").contains("TOKEN-SENTINEL"));
         let spec = crate::lifecycle::tests_support::posix_spec();
         let files = render(&spec, &material);
-        assert_eq!(files.len(), 4);
+        assert_eq!(files.len(), 6);
         let kubeconfig = &files[0];
         assert!(kubeconfig.file.content().contains("TOKEN-SENTINEL"));
         assert!(!kubeconfig.file.display().contains("TOKEN-SENTINEL"));

@@ -29,6 +29,7 @@ pub mod record;
 mod removal;
 pub mod resolve;
 pub mod service;
+pub mod trusted_ca;
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -39,8 +40,8 @@ use crate::payload::Payload;
 use crate::payload::layout::{WINDOWS_K_DIR, WINDOWS_TEMP_DIR, parents, payload_node_path};
 use crate::vocab::Shell;
 use crate::vocab::file::{ManagedFile, node_path};
-use material::ClusterMaterial;
 use manifest::ServiceDef;
+use material::ClusterMaterial;
 
 /// WMCO's annotation of the version that fully configured a node
 /// (WMCO-SPEC 4.1); winfleet writes its own desired version there.

@@ -35,6 +35,7 @@ fn spec() -> LifecycleSpec {
         kubelet_ca: "kca".into(),
         cluster_dns: "172.30.0.10".into(),
         network: Err("no operator.openshift.io Network".into()),
+        trusted_ca: Default::default(),
     };
     let generated = render(&spec, &material);
     spec.with_generated(generated)
