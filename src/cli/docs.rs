@@ -84,8 +84,24 @@ fn environment(command: &clap::Command) -> String {
         section.push_str(&format!(".TP\n\\fB{}\\fR\n{}: {}\n", roff(&var), roff(&flag), roff(&help)));
     }
     section.push_str(".TP\n\\fBRUST_LOG\\fR\nThe log filter (e.g. winfleet=debug).\n");
+    for (var, help) in POST_ENVIRONMENT {
+        section.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff(var), roff(help)));
+    }
     section
 }
+
+/// What `plan --post` reads from the CI (src/cli/post/forge.rs).
+const POST_ENVIRONMENT: [(&str, &str); 9] = [
+    ("GITHUB_TOKEN, GH_TOKEN", "plan --post github: the token (pull-requests: write)"),
+    ("GITHUB_API_URL", "plan --post github: the API (default https://api.github.com)"),
+    ("GITHUB_REPOSITORY", "plan --post github: owner/repository"),
+    ("GITHUB_EVENT_PATH, GITHUB_REF", "plan --post github: the pull request (its event, or refs/pull/N/...)"),
+    ("WINFLEET_PULL_REQUEST", "plan --post github: the pull request number, when the event does not say"),
+    ("GITLAB_TOKEN, GITLAB_API_TOKEN", "plan --post gitlab: a token with the api scope"),
+    ("CI_API_V4_URL", "plan --post gitlab: the API"),
+    ("CI_PROJECT_ID", "plan --post gitlab: the project"),
+    ("CI_MERGE_REQUEST_IID", "plan --post gitlab: the merge request"),
+];
 
 fn collect_env(command: &clap::Command, vars: &mut std::collections::BTreeMap<String, (String, String)>) {
     for arg in command.get_arguments() {

@@ -12,6 +12,7 @@ pub mod logging;
 pub mod output;
 mod payload;
 mod plan;
+mod post;
 mod progress;
 mod render;
 mod run;
@@ -137,6 +138,11 @@ struct PlanArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     output: Format,
+    /// Also post the plan (markdown, within --max-bytes) as the request's one plan comment, created or
+    /// updated in place: github (GITHUB_TOKEN or GH_TOKEN, GITHUB_REPOSITORY, the pull_request event) or
+    /// gitlab (GITLAB_TOKEN or GITLAB_API_TOKEN, CI_API_V4_URL, CI_PROJECT_ID, CI_MERGE_REQUEST_IID).
+    #[arg(long, value_enum, value_name = "FORGE")]
+    post: Option<post::Forge>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -6,7 +6,7 @@ use anyhow::Context;
 use winfleet::desired::{self, LoadOptions};
 use winfleet::plan::{Warning, json, markdown, offline, text};
 
-use super::{Format, PlanArgs, live, load, output};
+use super::{Format, PlanArgs, live, load, output, post};
 
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     if let Err(why) = args.verify.check(&args.repo, Some(&args.head))? {
@@ -58,7 +58,45 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         Format::Markdown => markdown::render_within(&plan, args.max_bytes),
         Format::Json => json::render(&plan),
     });
+    if !posted(args, || markdown::render_within(&plan, args.max_bytes)) {
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::from(if plan.has_changes() { 2 } else { 0 }))
+}
+
+/// With `--post`: posts the comment `markdown` renders; whether that went
+/// well (a refusal is reported on stderr).
+fn posted(args: &PlanArgs, markdown: impl FnOnce() -> String) -> bool {
+    let Some(forge) = args.post else { return true };
+    match post::post(forge, &markdown(), &|name| std::env::var(name).ok()) {
+        Ok(done) => {
+            output::info(&format!("--post: {done}"));
+            true
+        }
+        Err(e) => {
+            output::error(&format!("{e:#}"));
+            false
+        }
+    }
+}
+
+/// The live plan as a comment: the marker, then the report as text, cut at
+/// a line to stay within `max_bytes`.
+fn live_markdown(text: &str, max_bytes: usize) -> String {
+    let (head, tail) = (format!("{}\n```text\n", markdown::MARKER), "```\n");
+    let cut = "```\n\n*Cut to fit --max-bytes: see `winfleet plan --live --output text` for the whole plan.*\n";
+    if head.len() + text.len() + tail.len() <= max_bytes {
+        return format!("{head}{text}{tail}");
+    }
+    let room = max_bytes.saturating_sub(head.len() + cut.len());
+    let mut end = 0;
+    for (at, _) in text.match_indices('\n') {
+        if at + 1 > room {
+            break;
+        }
+        end = at + 1;
+    }
+    format!("{head}{}{cut}", &text[..end])
 }
 
 /// `plan --live`: the round as a dry run against the live fleet.
@@ -68,9 +106,12 @@ fn run_live(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     };
     output::out(&match args.output {
         Format::Text => report.render_text(),
-        Format::Markdown => format!("```text\n{}```\n", report.render_text()),
+        Format::Markdown => live_markdown(&report.render_text(), args.max_bytes),
         Format::Json => report.render_json(),
     });
+    if !posted(args, || live_markdown(&report.render_text(), args.max_bytes)) {
+        return Ok(ExitCode::from(1));
+    }
     Ok(ExitCode::from(match (report.failed(), report.has_changes()) {
         (true, _) => 1,
         (false, true) => 2,

@@ -143,6 +143,7 @@ pub mod controlplane;
 pub mod daemon;
 pub mod engine;
 pub mod fleet;
+pub mod forge;
 pub mod fuzz;
 pub mod identity;
 pub mod join;

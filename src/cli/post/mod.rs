@@ -1,0 +1,79 @@
+//! `winfleet plan --post github|gitlab`: creates or updates the one comment
+//! on the pull (merge) request that starts with the plan's marker
+//! (`<!-- winfleet-plan -->`), through the forge's REST API. Where to post
+//! and the token come from the CI's standard environment ([`Target`]); the
+//! token is sent in a header only, never printed.
+
+mod forge;
+mod http;
+
+use anyhow::Context;
+use winfleet::plan::markdown::MARKER;
+
+pub use forge::Target;
+
+/// Where the plan comment goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Forge {
+    /// A GitHub pull request (GitHub Actions' environment).
+    Github,
+    /// A GitLab merge request (GitLab CI's environment).
+    Gitlab,
+}
+
+/// What posting did.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Posted {
+    /// A new comment, with its id.
+    Created(u64),
+    /// The existing comment, with its id.
+    Updated(u64),
+}
+
+impl std::fmt::Display for Posted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Posted::Created(id) => write!(f, "created comment {id}"),
+            Posted::Updated(id) => write!(f, "updated comment {id}"),
+        }
+    }
+}
+
+/// Posts `body` (the markdown plan, which starts with the marker) as the
+/// one plan comment of the request `forge` and the environment name.
+pub fn post(forge: Forge, body: &str, env: &dyn Fn(&str) -> Option<String>) -> anyhow::Result<Posted> {
+    let target = Target::from_env(forge, env)?;
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    runtime.block_on(async {
+        let client = http::Client::new(&target)?;
+        let existing = find(&client, &target).await?;
+        let posted = match existing {
+            Some(id) => {
+                client.write(&target.update(id), "updating the plan comment", body).await?;
+                Posted::Updated(id)
+            }
+            None => {
+                let answer = client.write(&target.create(), "creating the plan comment", body).await?;
+                Posted::Created(answer["id"].as_u64().context("the created comment has no id")?)
+            }
+        };
+        anyhow::Ok(posted)
+    })
+}
+
+/// The id of the first comment that starts with the marker, page by page
+/// (100 a page; at most 100 pages).
+async fn find(client: &http::Client, target: &Target) -> anyhow::Result<Option<u64>> {
+    for page in 1..=100 {
+        let comments = client.read(&target.list(page), "listing the comments").await?;
+        let comments = comments.as_array().context("the comments are not a list")?;
+        let ours = comments.iter().find(|c| c["body"].as_str().is_some_and(|b| b.trim_start().starts_with(MARKER)));
+        if let Some(id) = ours.and_then(|c| c["id"].as_u64()) {
+            return Ok(Some(id));
+        }
+        if comments.len() < forge::PER_PAGE {
+            break;
+        }
+    }
+    Ok(None)
+}
