@@ -6,7 +6,10 @@
 //! them, a new VXLAN port reaches every node's hybrid-overlay-node in the
 //! next round, a new service network every node's `network-conf.ps1` (a dry
 //! run, as `plan --live`, shows each on every node first and writes
-//! nothing), and the round after writes nothing. A cluster without the operator's
+//! nothing), and the round after writes nothing. On a PowerShell node's
+//! plan: a new service network restarts kube-proxy (whose pre-script runs
+//! the script), a new VXLAN port redefines hybrid-overlay-node and restarts
+//! it with kube-proxy, in place. A cluster without the operator's
 //! Network gets no file and the round report says why.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -19,12 +22,17 @@ use support::controlplane::{Backend, SERVICE_NETWORK, resource};
 use support::join::{Bench, bench, logs};
 use winfleet::cluster::join::JoinResult;
 use winfleet::engine::report::NodeResult;
+use winfleet::lifecycle::change::LifecycleChange;
+use winfleet::lifecycle::facts::{FileFact, LifecycleFacts, ServiceFact};
 use winfleet::lifecycle::manifest::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
 use winfleet::lifecycle::network::{
     HYBRID_OVERLAY_SERVICE, HybridNetwork, NETWORK_CONF, network_conf_script, with_network,
 };
-use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, NodeFile};
+use winfleet::lifecycle::plan::{Context, plan_lifecycle};
+use winfleet::lifecycle::resolve;
+use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, Mode, NodeFile};
 use winfleet::vocab::Shell;
+use winfleet::vocab::report::ServiceState;
 
 #[test]
 #[ignore = "entry point of the fake kubelet process that node tests start; not a test"]
@@ -120,6 +128,75 @@ fn a_payload_file_at_the_scripts_path_gives_way_to_the_generated_one() {
     let spec = with_network(&spec, Some(&network), Vec::new());
     assert!(spec.files.is_empty(), "{:?}", spec.files);
     assert_eq!(spec.generated.len(), 1);
+}
+
+/// What a PowerShell node configured by `spec` reports: its directories,
+/// generated files and services as the spec has them, running.
+fn configured(spec: &LifecycleSpec, node: &Value) -> LifecycleFacts {
+    let mut facts = LifecycleFacts { home: Some(String::new()), ..LifecycleFacts::default() };
+    facts.dirs = spec.directories.iter().cloned().collect();
+    for g in &spec.generated {
+        let sha256 = Some(g.file.sha256().to_owned());
+        facts.files.insert(g.path.clone(), FileFact::Present { key: "1:2:3".into(), sha256 });
+    }
+    for service in &spec.services {
+        let command = resolve::command(service, Some(node), &facts).unwrap();
+        let (definition, _) = resolve::definition(Shell::Powershell, service, &command, "").unwrap();
+        let fact = ServiceFact { state: ServiceState::Running, definition: Some(definition) };
+        facts.services.insert(service.name.clone(), fact);
+    }
+    facts
+}
+
+/// The lifecycle plan of a PowerShell node at the desired version whose
+/// cluster network changes from `from` to `to`, in words.
+fn maintain(from: HybridNetwork, to: HybridNetwork) -> Vec<String> {
+    let subnet = "k8s.ovn.org/hybrid-overlay-node-subnet";
+    let node = json!({"metadata": {"name": "win-1", "annotations": {subnet: "10.132.0.0/24"}}});
+    let old = with_network(&powershell_spec(), Some(&from), Vec::new());
+    let new = with_network(&powershell_spec(), Some(&to), Vec::new());
+    let facts = configured(&old, &node);
+    let plan = plan_lifecycle(&new, &facts, Context { mode: Mode::Maintain, node: Some(&node), disrupt: true });
+    assert!(plan.error.is_none() && plan.waiting.is_empty(), "{:?} {:?}", plan.error, plan.waiting);
+    plan.changes
+        .iter()
+        .map(|c| match c {
+            LifecycleChange::Stop { service } => format!("stop {}", service.name),
+            LifecycleChange::WriteGenerated { file, .. } => format!("write {}", file.path),
+            LifecycleChange::Define { service, .. } => format!("define {}", service.name),
+            LifecycleChange::Start { service, why, .. } => format!("start {}: {why}", service.name),
+            other => format!("{:?}", other.operation()),
+        })
+        .collect()
+}
+
+#[test]
+fn a_new_service_network_rewrites_the_script_and_restarts_kube_proxy_in_place() {
+    let network = |cidr: &str| HybridNetwork { service_cidr: cidr.into(), vxlan_port: Some(9898) };
+    assert_eq!(
+        maintain(network("172.30.0.0/16"), network("172.31.0.0/16")),
+        [
+            "stop kube-proxy",
+            r"write C:\Temp\network-conf.ps1",
+            r"start kube-proxy: restart: C:\Temp\network-conf.ps1 changed",
+        ]
+    );
+    assert!(maintain(network("172.30.0.0/16"), network("172.30.0.0/16")).is_empty());
+}
+
+#[test]
+fn a_new_vxlan_port_redefines_hybrid_overlay_node_and_restarts_it_with_kube_proxy() {
+    let network = |port| HybridNetwork { service_cidr: "172.30.0.0/16".into(), vxlan_port: port };
+    let restart = [
+        "stop kube-proxy",
+        "stop hybrid-overlay-node",
+        "define hybrid-overlay-node",
+        "start hybrid-overlay-node: restart: its definition changed",
+        "start kube-proxy: restart: a service it depends on restarts",
+    ];
+    assert_eq!(maintain(network(Some(9898)), network(Some(4800))), restart);
+    assert_eq!(maintain(network(None), network(Some(4800))), restart);
+    assert_eq!(maintain(network(Some(4800)), network(None)), restart);
 }
 
 const NAMES: [&str; 2] = ["win-net1", "win-net2"];
