@@ -3,12 +3,13 @@
 //! each node's context from the cluster (its mode and Node), and after the
 //! node round, the joins of the nodes that are being configured.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 use crate::cluster::associate::Association;
 use crate::cluster::join::{Candidate, JoinReport, JoinResult};
+use crate::cluster::keys::{KeyReport, KeyResult};
 use crate::cluster::upgrade;
 use crate::cluster::{CORDONED_ANNOTATION, ClusterFacts};
 use crate::desired::model::{Instance, with_rebuilt_specs};
@@ -131,14 +132,22 @@ pub fn preview(candidate: &Candidate<'_>, contexts: &BTreeMap<String, NodeContex
 }
 
 /// The nodes to upgrade: an older winfleet version on their Node, their
-/// lifecycle not blocked, their node round done without failures.
+/// lifecycle not blocked, their node round done without failures. Every
+/// node is upgraded in place, a Machine-backed one too, except a node whose
+/// Machine this round's key rotation replaces (`keys`): its replacement
+/// joins at the desired version.
 pub fn upgrade_candidates<'a>(
     instances: &[&'a Instance],
     contexts: &BTreeMap<String, NodeContext>,
     reports: &[NodeReport],
-    facts: &ClusterFacts,
-    associations: &BTreeMap<String, Association>,
+    (facts, associations): (&ClusterFacts, &BTreeMap<String, Association>),
+    keys: &[KeyReport],
 ) -> Vec<upgrade::Candidate<'a>> {
+    let replaced: BTreeSet<&str> = keys
+        .iter()
+        .filter(|k| matches!(k.result, KeyResult::MachineReplaced { .. }))
+        .map(|k| k.node.as_str())
+        .collect();
     instances
         .iter()
         .filter(|i| contexts.get(&i.address).and_then(|c| c.mode) == Some(Mode::UpgradePending))
@@ -152,5 +161,77 @@ pub fn upgrade_candidates<'a>(
             let node = facts.nodes.get(associations.get(&i.address)?.node()?)?;
             Some(upgrade::Candidate { instance: i, node: node.clone() })
         })
+        .filter(|c| !replaced.contains(c.node.name.as_str()))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{MachineObs, NodeObs};
+    use crate::source::{Snapshot, SourceFile};
+
+    /// Two Running Machines with Ready Nodes `win-a` and `win-b`, each
+    /// Node at an older version and its node round done.
+    fn fleet() -> (Vec<Instance>, ClusterFacts) {
+        let fleet =
+            "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: f\nspec:\n  defaults:\n    port: 22\n";
+        let snapshot = Snapshot {
+            revision: None,
+            files: vec![SourceFile { path: "fleet.yaml".into(), bytes: fleet.as_bytes().to_vec() }],
+        };
+        let desired = crate::desired::load(&snapshot, Default::default()).desired.unwrap_or_else(|| unreachable!());
+        let machine = |name: &str, ip: &str, node: &str| MachineObs {
+            name: name.into(),
+            phase: Some("Running".into()),
+            internal_ip: Some(ip.into()),
+            addresses: vec![ip.into()],
+            machine_set: Some("win".into()),
+            node: Some(node.into()),
+            ..MachineObs::default()
+        };
+        let machines = [machine("win-1", "10.0.0.5", "win-a"), machine("win-2", "10.0.0.6", "win-b")];
+        let facts = ClusterFacts {
+            machines: machines.into_iter().map(|m| (m.name.clone(), m)).collect(),
+            nodes: ["win-a", "win-b"].map(|n| (n.to_owned(), NodeObs { name: n.into(), ..NodeObs::default() })).into(),
+            ..ClusterFacts::default()
+        };
+        (super::super::machines::machine_instances(&desired, &facts, &[]), facts)
+    }
+
+    #[test]
+    fn machine_backed_nodes_upgrade_in_place_unless_a_key_rotation_replaces_their_machine() {
+        let (instances, facts) = fleet();
+        let all: Vec<&Instance> = instances.iter().collect();
+        let pending = NodeContext { mode: Some(Mode::UpgradePending), node: None, disrupt: false };
+        let contexts = all.iter().map(|i| (i.address.clone(), pending.clone())).collect();
+        let done = NodeResult::Done { operations: Vec::new(), in_sync: 0, reboot_required: false };
+        let reports: Vec<NodeReport> = all
+            .iter()
+            .map(|i| NodeReport {
+                address: i.address.clone(),
+                hostname: None,
+                os: None,
+                services: BTreeMap::new(),
+                lifecycle: None,
+                result: done.clone(),
+            })
+            .collect();
+        let associations = [("10.0.0.5", "win-a"), ("10.0.0.6", "win-b")]
+            .map(|(a, n)| (a.to_owned(), Association::Node(n.to_owned())))
+            .into();
+        let names = |keys: &[KeyReport]| -> Vec<String> {
+            upgrade_candidates(&all, &contexts, &reports, (&facts, &associations), keys)
+                .into_iter()
+                .map(|c| c.node.name)
+                .collect()
+        };
+        assert_eq!(names(&[]), ["win-a", "win-b"], "in place, both");
+        let replaced = KeyReport {
+            node: "win-b".into(),
+            address: "win-2".into(),
+            result: KeyResult::MachineReplaced { machine: "win-2".into(), done: false },
+        };
+        assert_eq!(names(&[replaced]), ["win-a"], "win-b's Machine is replaced: its replacement joins instead");
+    }
 }

@@ -27,6 +27,7 @@ mod machines_tests;
 mod machines_text;
 mod prerequisites;
 pub mod report;
+mod upgrades_text;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -211,7 +212,7 @@ pub async fn round<H: Host>(
         report.deconfigures = deconfigures;
         report.deconfigure_refused = refused;
     }
-    let upgrades = lifecycle::upgrade_candidates(&all, &contexts, &nodes, &facts, &associations);
+    let upgrades = lifecycle::upgrade_candidates(&all, &contexts, &nodes, (&facts, &associations), &report.keys);
     let (upgrades, held_upgrades) = prerequisites::upgrades(upgrades, &report.prerequisites);
     if !options.dry_run {
         let p = (&held_by_prerequisites, held_upgrades.as_slice(), &report.prerequisites);
