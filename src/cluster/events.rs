@@ -81,6 +81,11 @@ pub enum Reason {
     /// Key rotation over a MachineSet stopped: a replacement Machine did
     /// not become a Ready node.
     KeyRotationStopped,
+    /// The repository's Proxy or a mirror set differs from the cluster's own
+    /// object (reported once per change; never blocks).
+    ClusterDisagrees,
+    /// A difference reported with `ClusterDisagrees` is gone.
+    ClusterAgrees,
 }
 
 impl Reason {
@@ -118,8 +123,10 @@ impl Reason {
             Reason::MachineReplaced => "MachineReplaced",
             Reason::RevisionUntrusted => "RevisionUntrusted",
             Reason::MachineConfigureFailed => "MachineConfigureFailed",
-            Reason::KeyRotationStopped => "KeyRotationStopped",
             Reason::PrerequisitesNotMet => "PrerequisitesNotMet",
+            Reason::KeyRotationStopped => "KeyRotationStopped",
+            Reason::ClusterDisagrees => "ClusterDisagrees",
+            Reason::ClusterAgrees => "ClusterAgrees",
         }
     }
 
@@ -140,10 +147,11 @@ impl Reason {
                 | Reason::CsrNearMatch
                 | Reason::JoinFailed
                 | Reason::MachineConfigureFailed
-                | Reason::KeyRotationStopped
                 | Reason::PrerequisitesNotMet
+                | Reason::KeyRotationStopped
                 | Reason::UpgradeFailed
                 | Reason::RevisionUntrusted
+                | Reason::ClusterDisagrees
         )
     }
 }
@@ -161,6 +169,9 @@ pub enum Regarding<'a> {
     Pod(&'a str, &'a str),
     /// A Machine by name and UID.
     Machine(&'a str, &'a str),
+    /// A cluster-scoped `config.openshift.io/v1` object by kind, name and
+    /// UID (empty when the cluster has none of that name).
+    Config(&'a str, &'a str, &'a str),
 }
 
 impl Regarding<'_> {
@@ -175,6 +186,7 @@ impl Regarding<'_> {
             Regarding::Machine(name, uid) => {
                 ("machine.openshift.io/v1beta1", "Machine", Some(MACHINE_API_NAMESPACE.to_owned()), name, uid)
             }
+            Regarding::Config(kind, name, uid) => ("config.openshift.io/v1", *kind, None, name, uid),
         };
         ObjectReference {
             api_version: Some(api_version.into()),

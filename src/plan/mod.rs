@@ -9,6 +9,7 @@ pub mod fields;
 pub mod json;
 pub mod markdown;
 pub mod offline;
+pub mod sources;
 pub mod text;
 
 use serde::Serialize;

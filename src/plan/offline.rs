@@ -30,6 +30,7 @@ pub fn plan(base: Option<&Desired>, head: &Desired) -> Plan {
         ..Plan::default()
     };
     plan.warnings = warnings(base, head, &plan).into_iter().map(super::Warning::plan).collect();
+    plan.warnings.extend(super::sources::note(head).map(super::Warning::plan));
     plan
 }
 

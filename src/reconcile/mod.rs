@@ -27,7 +27,8 @@ mod machines_tests;
 mod machines_text;
 mod prerequisites;
 pub mod report;
-mod upgrades_text;
+mod sources;
+mod sources_text;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -84,6 +85,9 @@ pub async fn round<H: Host>(
     on_node: impl FnMut(&NodeReport),
 ) -> RoundReport {
     let Some(cluster) = cluster else {
+        if crate::cluster::sources::follows_cluster(desired) {
+            return sources::refused(instances, sources::NO_CLUSTER, options.dry_run, None);
+        }
         let owned = lifecycle::runtime_instances(instances, &options.payload, None, None);
         let all: Vec<&Instance> = owned.iter().collect();
         let nodes = node_round(pool, &all, options, &BTreeMap::new(), on_node).await;
@@ -121,9 +125,16 @@ pub async fn round<H: Host>(
     report.network_note = material.as_ref().and_then(|m| m.as_ref().ok()?.network.as_ref().err().cloned());
     let no_proxy = facts.as_ref().and_then(|f| f.cluster_no_proxy.as_deref());
     let listed: Vec<&Instance> = instances.iter().copied().chain(&machines).collect();
+    // The cluster's Proxy and mirror sets: followed or compared (sources.rs).
+    let sourced = sources::round(cluster, desired, &listed, facts.is_some(), options.dry_run, &mut report).await;
+    if let Some(reason) = &sourced.refused {
+        return sources::refused(&listed, reason, options.dry_run, Some(report));
+    }
+    let listed: Vec<&Instance> = sourced.instances.as_ref().map_or(listed, |r| r.iter().collect());
+    let registries = sourced.registries.as_deref().unwrap_or(&desired.registries);
     // The cluster's pull secret (read each round) renders the mirrors' credentials.
     let secret = crate::cluster::pull_secret::for_round(&cluster.client, facts.is_some()).await;
-    let rendered = secret.map(|s| crate::cluster::pull_secret::rendered(&listed, &desired.registries, &s));
+    let rendered = secret.map(|s| crate::cluster::pull_secret::rendered(&listed, registries, &s));
     let listed: Vec<&Instance> = rendered.as_ref().map_or(listed, |r| r.iter().collect());
     let owned = lifecycle::runtime_instances(&listed, &options.payload, material.as_ref(), no_proxy);
     let all: Vec<&Instance> = owned.iter().collect();
@@ -212,7 +223,7 @@ pub async fn round<H: Host>(
         report.deconfigures = deconfigures;
         report.deconfigure_refused = refused;
     }
-    let upgrades = lifecycle::upgrade_candidates(&all, &contexts, &nodes, (&facts, &associations), &report.keys);
+    let upgrades = lifecycle::upgrade_candidates(&all, &contexts, &nodes, &facts, &associations);
     let (upgrades, held_upgrades) = prerequisites::upgrades(upgrades, &report.prerequisites);
     if !options.dry_run {
         let p = (&held_by_prerequisites, held_upgrades.as_slice(), &report.prerequisites);

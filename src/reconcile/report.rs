@@ -8,7 +8,6 @@ use serde::Serialize;
 
 use super::machines::MachinesReport;
 use super::machines_text::{render_keys, render_machines};
-use super::upgrades_text::render_upgrades;
 use crate::cluster::apply::{ClusterPlan, WriteReport};
 use crate::cluster::approve::{CsrOutcome, CsrReport};
 use crate::cluster::deconfigure::{DeconfigureReport, DeconfigureResult};
@@ -62,6 +61,13 @@ pub struct ClusterReport {
     /// Why the cluster material for joining nodes could not be read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub material_error: Option<String>,
+    /// Where the repository's Proxy and mirror sets differ from the
+    /// cluster's own objects (`spec.sources` `repository`; never blocking).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub disagreements: Vec<crate::cluster::disagree::Disagreement>,
+    /// Why the cluster's Proxy and mirror sets could not be read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sources_error: Option<String>,
     /// Why no network configuration is generated (no operator Network).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network_note: Option<String>,
@@ -296,6 +302,7 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
     if let Some(e) = &c.material_error {
         let _ = writeln!(out, "  ! cluster material for joining nodes: {e}");
     }
+    super::sources_text::render_text(out, &c.disagreements, c.sources_error.as_deref());
     if let Some(refused) = &c.prerequisites.refused {
         let _ = writeln!(out, "  Prerequisites REFUSED: no node joins or upgrades this round: {refused}");
     }
@@ -325,7 +332,26 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
         };
         let _ = writeln!(out, "  Join {who}: {what}");
     }
-    render_upgrades(out, &c.upgrades, c.upgrade_slots, &c.machines.machines);
+    if let Some(slots) = c.upgrade_slots.filter(|_| !c.upgrades.is_empty()) {
+        let _ = writeln!(
+            out,
+            "  Upgrades: {} node(s), {slots} at a time (rollout.maxUnavailable), in this order:",
+            c.upgrades.len()
+        );
+    }
+    for u in &c.upgrades {
+        let what = match &u.result {
+            UpgradeResult::Upgraded { evicted, operations } => {
+                format!("upgraded, {evicted} pod(s) evicted, {operations} operation(s) on the node")
+            }
+            UpgradeResult::Failed { stage, reason } => format!("FAILED at {}: {reason}", stage.name()),
+            UpgradeResult::NotStarted { reason } => format!("not started: {reason}"),
+            UpgradeResult::Planned { operations } => {
+                format!("to do: cordon, drain; {}; Ready; uncordon", operations.join("; "))
+            }
+        };
+        let _ = writeln!(out, "  Upgrade {} ({}) {} -> {}: {what}", u.node, u.address, u.from, u.to);
+    }
     if let Some(reason) = &c.deconfigure_refused {
         let _ = writeln!(out, "  Deconfigure REFUSED: {reason}");
     }

@@ -12,11 +12,13 @@
 //! - [`summary`]: counts, the one-line summary, the commit message.
 //! - [`read`]: the files of a status branch (git2), for `winfleet status`.
 //! - [`publish`]: commits and pushes the files.
+//! - [`disagrees`]: the summary's `ClusterDisagrees` condition.
 //! - [`left`]: hosts left configured when they left the repository with no
 //!   Node to drain them.
 //!
 //! Nothing here but [`read`] and [`publish`] does IO.
 
+pub mod disagrees;
 pub mod files;
 pub mod left;
 pub mod machineset;

@@ -48,6 +48,10 @@ pub struct Summary {
     /// Set while winfleet changes nothing: rounds observe and report drift.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suspended: Option<Suspended>,
+    /// Fleet-wide conditions: `ClusterDisagrees`, once the repository has
+    /// been found to differ from the cluster.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
 }
 
 /// `summary.yaml`'s `suspended`: since when, and who asked.
@@ -203,6 +207,9 @@ pub enum ConditionType {
     Reconciling,
     /// winfleet cannot make progress without a human or a new revision.
     Stalled,
+    /// The repository's Proxy or mirror sets differ from the cluster's own
+    /// objects (the summary's; never blocking).
+    ClusterDisagrees,
 }
 
 /// One condition, Kubernetes style.

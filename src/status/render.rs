@@ -166,6 +166,11 @@ fn summary(previous: &Summary, input: &RoundInput<'_>, status: &Status) -> Summa
             None => previous.deconfigure_refused.clone(),
         },
         suspended,
+        conditions: super::disagrees::conditions(
+            &previous.conditions,
+            input.report.and_then(|r| r.cluster.as_ref()),
+            whole_seconds(input.now),
+        ),
     }
 }
 
