@@ -29,6 +29,7 @@ mod prerequisites;
 pub mod report;
 mod sources;
 mod sources_text;
+mod upgrades_text;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -223,7 +224,7 @@ pub async fn round<H: Host>(
         report.deconfigures = deconfigures;
         report.deconfigure_refused = refused;
     }
-    let upgrades = lifecycle::upgrade_candidates(&all, &contexts, &nodes, &facts, &associations);
+    let upgrades = lifecycle::upgrade_candidates(&all, &contexts, &nodes, (&facts, &associations), &report.keys);
     let (upgrades, held_upgrades) = prerequisites::upgrades(upgrades, &report.prerequisites);
     if !options.dry_run {
         let p = (&held_by_prerequisites, held_upgrades.as_slice(), &report.prerequisites);

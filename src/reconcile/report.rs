@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::machines::MachinesReport;
 use super::machines_text::{render_keys, render_machines};
+use super::upgrades_text::render_upgrades;
 use crate::cluster::apply::{ClusterPlan, WriteReport};
 use crate::cluster::approve::{CsrOutcome, CsrReport};
 use crate::cluster::deconfigure::{DeconfigureReport, DeconfigureResult};
@@ -332,26 +333,7 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
         };
         let _ = writeln!(out, "  Join {who}: {what}");
     }
-    if let Some(slots) = c.upgrade_slots.filter(|_| !c.upgrades.is_empty()) {
-        let _ = writeln!(
-            out,
-            "  Upgrades: {} node(s), {slots} at a time (rollout.maxUnavailable), in this order:",
-            c.upgrades.len()
-        );
-    }
-    for u in &c.upgrades {
-        let what = match &u.result {
-            UpgradeResult::Upgraded { evicted, operations } => {
-                format!("upgraded, {evicted} pod(s) evicted, {operations} operation(s) on the node")
-            }
-            UpgradeResult::Failed { stage, reason } => format!("FAILED at {}: {reason}", stage.name()),
-            UpgradeResult::NotStarted { reason } => format!("not started: {reason}"),
-            UpgradeResult::Planned { operations } => {
-                format!("to do: cordon, drain; {}; Ready; uncordon", operations.join("; "))
-            }
-        };
-        let _ = writeln!(out, "  Upgrade {} ({}) {} -> {}: {what}", u.node, u.address, u.from, u.to);
-    }
+    render_upgrades(out, &c.upgrades, c.upgrade_slots, &c.machines.machines);
     if let Some(reason) = &c.deconfigure_refused {
         let _ = writeln!(out, "  Deconfigure REFUSED: {reason}");
     }
