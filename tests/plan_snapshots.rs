@@ -86,7 +86,7 @@ fn unknown_revisions_and_bad_arguments_exit_1() {
 }
 
 #[test]
-fn a_markdown_plan_over_its_budget_collapses_its_largest_node_sections_and_keeps_the_marker() {
+fn a_markdown_plan_over_its_budget_is_shortened_says_what_it_leaves_out_and_keeps_the_marker() {
     let case = support::fixture("plan/add-instance-and-mirror");
     let git = GitRepo::new();
     git.commit_dir(&case.join("base"), "base");
@@ -105,7 +105,7 @@ fn a_markdown_plan_over_its_budget_collapses_its_largest_node_sections_and_keeps
     assert!(short.len() <= budget, "{} bytes over a budget of {budget}", short.len());
     assert!(short.starts_with("<!-- winfleet-plan -->\n"));
     assert!(short.contains("This comment is shortened to fit") && short.contains("--output json"), "{short}");
-    assert!(short.contains("operation(s); shortened to fit the comment"), "{short}");
+    assert!(short.contains("_Shortened to fit: ") && short.contains("--output text`._"), "{short}");
 }
 
 #[test]

@@ -1,50 +1,119 @@
-//! The plan as a pull-request comment (GitHub/GitLab markdown).
+//! The plan as a pull-request comment (GitHub/GitLab markdown), within a
+//! byte budget (`--max-bytes`) that it never exceeds.
+//!
+//! The budget is spent in order of review value: the summary and every
+//! warning first; then each section's core: one full representative diff
+//! per group of nodes with identical operations (named by count and a few
+//! members), the instances grouped by identical change, each MachineSet;
+//! then per-node detail (every member named). A section cut to fit says
+//! what it leaves out and how to see it (`winfleet plan … --output text`).
+//! The sections themselves are in [`super::markdown_sections`]. Pure.
 
 use std::fmt::Write;
 
+use super::budget::{cut, water_fill};
+use super::markdown_sections::{FEW, Section, escape, see_all};
 use super::text::summary_line;
-use super::{MachineSetAction, Plan, short, show_value};
-use crate::vocab::operation::Operation;
+use super::{Plan, short};
 
 /// The first line of every plan comment: a CI job finds its own comment by
 /// it and updates it instead of adding another (as Atlantis does).
 pub const MARKER: &str = "<!-- winfleet-plan -->";
 
-/// Node groups and MachineSets with more lines than this start collapsed.
-const COLLAPSE_AFTER_LINES: usize = 20;
-
 /// GitHub's limit for a comment is 65,536 characters; this leaves room.
 pub const DEFAULT_MAX_BYTES: usize = 60_000;
 
-/// Renders a plan as markdown within `max_bytes`: when the full comment is
-/// larger, the largest node sections collapse to counts, largest first,
-/// until it fits, with a note on how to see everything.
+/// Renders a plan as markdown ready to post as a PR comment, whole.
+pub fn render(plan: &Plan) -> String {
+    render_within(plan, usize::MAX)
+}
+
+/// Renders a plan as markdown of at most `max_bytes` bytes: whole when it
+/// fits, else shortened in order of review value (see the module's doc),
+/// with a note on how to see everything.
 pub fn render_within(plan: &Plan, max_bytes: usize) -> String {
-    let full = render_with(plan, &[]);
-    if full.len() <= max_bytes {
-        return full;
+    let sections = sections(plan);
+    let whole: Vec<String> = sections.iter().map(|s| s.render(usize::MAX, usize::MAX)).collect();
+    let head = head(plan, usize::MAX);
+    if head.len() + whole.iter().map(String::len).sum::<usize>() <= max_bytes {
+        return assemble(&head, "", &whole);
     }
-    let mut by_size: Vec<(usize, usize)> =
-        plan.nodes.iter().enumerate().map(|(i, group)| (node_body(group).len(), i)).collect();
-    by_size.sort_by(|a, b| b.cmp(a));
-    let mut collapsed = Vec::new();
-    let mut out = full;
-    for (_, i) in by_size {
-        collapsed.push(i);
-        out = render_with(plan, &collapsed);
-        if out.len() <= max_bytes {
-            break;
+    let reserve = note(plan, max_bytes, sections.len(), sections.len()).len();
+    let head = self::head(plan, max_bytes.saturating_sub(reserve));
+    let room = max_bytes.saturating_sub(head.len() + reserve);
+    let chosen = allocate(&sections, &whole, room);
+    let shortened = chosen.iter().zip(&whole).filter(|(c, w)| c != w && !c.is_empty()).count();
+    let left_out = chosen.iter().filter(|c| c.is_empty()).count();
+    let out = assemble(&head, &note(plan, max_bytes, shortened, left_out), &chosen);
+    cut(&out, max_bytes).to_owned()
+}
+
+/// Each section's text within `room` bytes in all: every core first (the
+/// budget shared evenly when they do not all fit), then detail.
+fn allocate(sections: &[Section<'_>], whole: &[String], room: usize) -> Vec<String> {
+    let core: Vec<String> = sections.iter().map(|s| s.render(FEW, usize::MAX)).collect();
+    let core_bytes: usize = core.iter().map(String::len).sum();
+    if core_bytes > room {
+        let shares = water_fill(&core.iter().map(String::len).collect::<Vec<_>>(), room);
+        let mut chosen: Vec<String> = sections.iter().zip(&shares).map(|(s, b)| s.render(FEW, *b)).collect();
+        // What the cut sections left unused goes round once more.
+        let unused = room.saturating_sub(chosen.iter().map(String::len).sum());
+        let wants: Vec<usize> = core.iter().zip(&chosen).map(|(c, x)| c.len() - x.len().min(c.len())).collect();
+        let extra = water_fill(&wants, unused);
+        for (i, s) in sections.iter().enumerate() {
+            if extra[i] > 0 {
+                let again = s.render(FEW, chosen[i].len() + extra[i]);
+                if again.len() > chosen[i].len() {
+                    chosen[i] = again;
+                }
+            }
         }
+        return chosen;
     }
+    let wants: Vec<usize> = whole.iter().zip(&core).map(|(w, c)| w.len().saturating_sub(c.len())).collect();
+    let shares = water_fill(&wants, room - core_bytes);
+    sections
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let fits = |text: &String| text.len() <= core[i].len() + shares[i];
+            if fits(&whole[i]) {
+                return whole[i].clone();
+            }
+            // The most members named that fit (rendering grows with them).
+            let (mut low, mut high) = (FEW, s.max_members());
+            let mut best = core[i].clone();
+            while low < high {
+                let mid = low + (high - low).div_ceil(2);
+                let text = s.render(mid, usize::MAX);
+                if fits(&text) {
+                    (low, best) = (mid, text);
+                } else {
+                    high = mid - 1;
+                }
+            }
+            best
+        })
+        .collect()
+}
+
+fn sections(plan: &Plan) -> Vec<Section<'_>> {
+    let mut out = Vec::new();
+    if !plan.warnings_before.is_empty() {
+        out.push(Section::Before(plan));
+    }
+    let i = &plan.instances;
+    if !(i.configure.is_empty() && i.update.is_empty() && i.deconfigure.is_empty()) {
+        out.push(Section::Instances(plan));
+    }
+    out.extend(plan.nodes.iter().map(|g| Section::Group(plan, g)));
+    out.extend(plan.machine_sets.iter().map(|m| Section::MachineSet(plan, m)));
     out
 }
 
-/// Renders a plan as markdown ready to post as a PR comment.
-pub fn render(plan: &Plan) -> String {
-    render_with(plan, &[])
-}
-
-fn render_with(plan: &Plan, collapsed: &[usize]) -> String {
+/// The marker, the title, the summary and every warning, within `room`:
+/// when the warnings do not fit whole, each is cut to its share.
+fn head(plan: &Plan, room: usize) -> String {
     let mut out = format!("{MARKER}\n");
     let _ = writeln!(out, "### winfleet plan: `{}` → `{}`\n", short(plan.base.as_deref()), short(plan.head.as_deref()));
     if !plan.has_changes() {
@@ -52,133 +121,48 @@ fn render_with(plan: &Plan, collapsed: &[usize]) -> String {
     } else {
         let _ = writeln!(out, "**{}**", summary_line(plan));
     }
-    if !plan.warnings.is_empty() {
-        out.push('\n');
-        for w in &plan.warnings {
-            let _ = writeln!(out, "> [!WARNING]\n> {}\n", escape(&w.to_string()));
-        }
+    if plan.warnings.is_empty() {
+        return out;
     }
-    if !plan.warnings_before.is_empty() {
-        let mut body = String::new();
-        for w in &plan.warnings_before {
-            let _ = writeln!(body, "- {}", escape(&w.to_string()));
-        }
-        let title = format!("{} warning(s) already true before this change", plan.warnings_before.len());
-        let _ = write!(out, "\n<details><summary>{title}</summary>\n\n{body}\n</details>\n");
+    out.push('\n');
+    let texts: Vec<String> = plan.warnings.iter().map(|w| escape(&w.to_string())).collect();
+    let frame = |text: &str| format!("> [!WARNING]\n> {text}\n\n");
+    let whole: usize = texts.iter().map(|t| frame(t).len()).sum();
+    if out.len() + whole <= room {
+        texts.iter().for_each(|t| out.push_str(&frame(t)));
+        return out;
     }
-    instances(plan, &mut out);
-    if !collapsed.is_empty() {
-        let _ = writeln!(
-            out,
-            "\n> [!NOTE]\n> This comment is shortened to fit: {} node section(s) show counts only. \
-             See every operation with `winfleet plan --output text` (the CI job's artifact) or `--output json`.\n",
-            collapsed.len()
-        );
-    }
-    for (i, group) in plan.nodes.iter().enumerate() {
-        let body = if collapsed.contains(&i) {
-            format!("{} operation(s); shortened to fit the comment\n", group.operations.len())
-        } else {
-            node_body(group)
-        };
-        let title = format!(
-            "{} node(s): {} — {} operation(s){}",
-            group.nodes.len(),
-            group.nodes.iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", "),
-            group.operations.len(),
-            if group.reboot_required { ", safe reboot required" } else { "" }
-        );
-        details(&mut out, &title, &body);
-    }
-    for m in &plan.machine_sets {
-        let verb = match m.action {
-            MachineSetAction::Create => "create",
-            MachineSetAction::Update => "update",
-            MachineSetAction::Delete => "delete",
-        };
-        let replicas = super::replicas_text(m, "→").map_or(String::new(), |r| format!(", {r}"));
-        let mut body = String::from("| field | base | head |\n|---|---|---|\n");
-        for f in &m.fields {
-            let show = |v: &Option<serde_json::Value>| {
-                v.as_ref().map_or_else(|| "—".to_owned(), |v| format!("`{}`", escape(&show_value(v))))
-            };
-            let _ = writeln!(body, "| `{}` | {} | {} |", f.pointer, show(&f.from), show(&f.to));
-        }
-        details(&mut out, &format!("MachineSet `{}`: {verb}{replicas}", m.name), &body);
+    let tail = format!(" … (cut to fit: {} has it whole)", see_all(plan));
+    let fixed = out.len() + texts.iter().map(|_| frame("").len() + tail.len()).sum::<usize>();
+    let shares = water_fill(&texts.iter().map(String::len).collect::<Vec<_>>(), room.saturating_sub(fixed));
+    for (text, share) in texts.iter().zip(shares) {
+        let shown = cut(text, share);
+        let tail = if shown.len() < text.len() { tail.as_str() } else { "" };
+        out.push_str(&frame(&format!("{shown}{tail}")));
     }
     out
 }
 
-fn instances(plan: &Plan, out: &mut String) {
-    let i = &plan.instances;
-    if i.configure.is_empty() && i.update.is_empty() && i.deconfigure.is_empty() {
-        return;
+/// The note a shortened comment carries under its warnings.
+fn note(plan: &Plan, max_bytes: usize, shortened: usize, left_out: usize) -> String {
+    let mut what = format!("{shortened} section(s) show less than everything, each saying what it leaves out");
+    if left_out > 0 {
+        let _ = write!(what, "; {left_out} section(s) are left out");
     }
-    let mut body = String::from("| | instance | change |\n|---|---|---|\n");
-    for s in &i.configure {
-        let _ = writeln!(
-            body,
-            "| ➕ | `{}` | configure: user `{}`, port {}, {} (from `{}`) |",
-            s.address,
-            escape(&s.username),
-            s.port,
-            s.shell,
-            s.origin
-        );
-    }
-    for u in &i.update {
-        let changes: Vec<String> = u
-            .changes
-            .iter()
-            .map(|c| {
-                let show =
-                    |v: &Option<String>| v.as_ref().map_or_else(|| "(none)".to_owned(), |s| format!("`{}`", escape(s)));
-                format!("{}: {} → {}", escape(&c.setting), show(&c.from), show(&c.to))
-            })
-            .collect();
-        let _ = writeln!(body, "| ✏️ | `{}` | {} |", u.address, changes.join("<br>"));
-    }
-    for s in &i.deconfigure {
-        let _ = writeln!(body, "| ➖ | `{}` | deconfigure (was in `{}`) |", s.address, s.origin);
-    }
-    details(out, "Instances", &body);
+    format!(
+        "> [!NOTE]\n> This comment is shortened to fit {max_bytes} bytes: {what}. See everything with {} \
+         (the CI job's artifact) or `--output json`.\n\n",
+        see_all(plan)
+    )
 }
 
-fn node_body(group: &super::NodeGroup) -> String {
-    let mut body = String::new();
-    for op in &group.operations {
-        match op {
-            Operation::WriteFile { path, created, diff } => {
-                let _ = writeln!(body, "{} `{}`\n\n```diff\n{}```\n", if *created { "➕" } else { "✏️" }, path, diff);
-            }
-            Operation::RemoveRegistry { path, refused: None } => {
-                let _ = writeln!(body, "➖ `{path}` (registry directory removed)\n");
-            }
-            Operation::RemoveRegistry { path, refused: Some(reason) } => {
-                let _ = writeln!(body, "⚠️ `{path}` (registry directory kept: {})\n", escape(reason));
-            }
-            Operation::SetEnv { name, from, to } => {
-                let from = from.as_ref().map_or_else(|| "(unset)".to_owned(), |f| format!("`{}`", escape(f)));
-                let _ = writeln!(body, "✏️ environment `{name}`: {from} → `{}`\n", escape(to));
-            }
-            Operation::UnsetEnv { name, from } => {
-                let _ = writeln!(body, "➖ environment `{name}`: `{}` → (unset)\n", escape(from));
-            }
-            other => {
-                let _ = writeln!(body, "`{}`\n", escape(&other.headline()));
-            }
-        }
+fn assemble(head: &str, note: &str, sections: &[String]) -> String {
+    let mut out = String::from(head);
+    let more = !note.is_empty() || sections.iter().any(|s| !s.is_empty());
+    if more && !out.ends_with("\n\n") {
+        out.push('\n');
     }
-    body
-}
-
-/// A collapsible section, open when short.
-fn details(out: &mut String, summary: &str, body: &str) {
-    let open = if body.lines().count() > COLLAPSE_AFTER_LINES { "" } else { " open" };
-    let _ = writeln!(out, "<details{open}><summary>{summary}</summary>\n\n{body}\n</details>\n");
-}
-
-/// Escapes characters that would break a table cell or inline code.
-fn escape(s: &str) -> String {
-    s.replace('|', "\\|").replace('`', "'").replace('\n', " ")
+    out.push_str(note);
+    sections.iter().for_each(|s| out.push_str(s));
+    out
 }

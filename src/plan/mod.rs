@@ -5,9 +5,13 @@
 //! docs/plan-format.md) and displays ([`text`], [`markdown`]). Planning is
 //! pure: the same inputs give the same plan, byte for byte.
 
+mod budget;
 pub mod fields;
+pub mod guard;
 pub mod json;
+pub mod leaving;
 pub mod markdown;
+mod markdown_sections;
 pub mod offline;
 pub mod sources;
 pub mod text;
@@ -40,6 +44,10 @@ pub struct Plan {
     /// Warnings that hold on the base revision as well: not this change's doing.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings_before: Vec<Warning>,
+    /// The mass-removal guard's line when it will refuse every deconfigure
+    /// ([`guard::removal_guard`]): the leaving instances stay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deconfigure_refused: Option<String>,
 }
 
 /// A warning in a plan: a validation finding of the head revision (with
@@ -115,25 +123,41 @@ impl Plan {
             && self.machine_sets.is_empty())
     }
 
-    /// Number of nodes with at least one operation.
+    /// Number of nodes with at least one operation that runs: leaving
+    /// nodes the mass-removal guard holds back are not changed.
     pub fn changed_nodes(&self) -> usize {
-        self.nodes.iter().map(|g| g.nodes.len()).sum()
+        let held = self.deconfigure_refused.is_some();
+        self.nodes.iter().filter(|g| !(g.deconfigure && held)).map(|g| g.nodes.len()).sum()
     }
 
     /// Instances that stay and change: their settings, or the files and
-    /// services on their nodes.
+    /// services on their nodes. A joining or leaving instance is counted
+    /// as a configure or a deconfigure, never here.
     pub fn updated(&self) -> usize {
-        let new: std::collections::BTreeSet<&str> =
-            self.instances.configure.iter().map(|s| s.address.as_str()).collect();
+        let moving = self.joining_or_leaving();
         let mut updated: std::collections::BTreeSet<&str> =
             self.instances.update.iter().map(|u| u.address.as_str()).collect();
-        updated.extend(self.nodes.iter().flat_map(|g| g.nodes.iter().map(String::as_str)).filter(|n| !new.contains(n)));
+        updated
+            .extend(self.nodes.iter().flat_map(|g| g.nodes.iter().map(String::as_str)).filter(|n| !moving.contains(n)));
         updated.len()
     }
 
-    /// Safe reboots (cordon, drain, reboot, uncordon) the change causes.
+    /// Safe reboots (cordon, drain, reboot, uncordon) the change causes on
+    /// nodes that stay: a joining node is configured before it is a Node,
+    /// and a leaving node's reboot is part of its deconfigure.
     pub fn reboots(&self) -> usize {
-        self.nodes.iter().filter(|g| g.reboot_required).map(|g| g.nodes.len()).sum()
+        let moving = self.joining_or_leaving();
+        self.nodes
+            .iter()
+            .filter(|g| g.reboot_required && !g.deconfigure)
+            .flat_map(|g| &g.nodes)
+            .filter(|n| !moving.contains(n.as_str()))
+            .count()
+    }
+
+    fn joining_or_leaving(&self) -> std::collections::BTreeSet<&str> {
+        let i = &self.instances;
+        i.configure.iter().chain(&i.deconfigure).map(|s| s.address.as_str()).collect()
     }
 }
 
@@ -195,8 +219,13 @@ pub struct NodeGroup {
     pub nodes: Vec<String>,
     /// Operations, files first (by path), then environment (by name).
     pub operations: Vec<Operation>,
-    /// Whether the operations need a safe reboot (cordon, drain, reboot).
+    /// Whether the operations need a safe reboot (cordon, drain, reboot);
+    /// for leaving nodes, whether their deconfigure reboots them.
     pub reboot_required: bool,
+    /// The nodes leave (their instances left the repository): the
+    /// operations are what their deconfigure removes ([`leaving`]).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub deconfigure: bool,
 }
 
 /// What happens to a MachineSet.

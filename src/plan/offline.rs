@@ -8,6 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
+use super::guard::removal_guard;
 use super::{
     InstanceChanges, InstanceSummary, InstanceUpdate, MachineSetAction, MachineSetChange, NodeGroup, Plan,
     SettingChange, fields,
@@ -29,6 +30,12 @@ pub fn plan(base: Option<&Desired>, head: &Desired) -> Plan {
         machine_sets: machine_set_changes(base, head),
         ..Plan::default()
     };
+    if base.is_some() {
+        // The head's limit is the one winfleet applies: a commit may raise
+        // it together with the removal.
+        let leaving = plan.instances.deconfigure.len();
+        plan.deconfigure_refused = removal_guard(head.instances.len(), leaving, head.fleet.max_removal_percent);
+    }
     plan.warnings = warnings(base, head, &plan).into_iter().map(super::Warning::plan).collect();
     plan.warnings.extend(super::sources::note(head).map(super::Warning::plan));
     plan
@@ -107,11 +114,12 @@ fn node_groups(base: &BTreeMap<String, Instance>, head: &BTreeMap<String, Instan
         if operations.is_empty() {
             continue;
         }
-        match groups.iter_mut().find(|g| g.operations == operations) {
+        let deconfigure = h.is_none();
+        match groups.iter_mut().find(|g| g.operations == operations && g.deconfigure == deconfigure) {
             Some(group) => group.nodes.extend(nodes),
             None => {
                 let reboot_required = operations.iter().any(Operation::is_disruptive);
-                groups.push(NodeGroup { nodes, operations, reboot_required });
+                groups.push(NodeGroup { nodes, operations, reboot_required, deconfigure });
             }
         }
     }
@@ -176,9 +184,13 @@ pub fn operations(base: Option<&NodeSpec>, head: Option<&NodeSpec>) -> Vec<Opera
 /// The lifecycle part of a node's change: the payload pin and the services
 /// (commands with their variable names: the values are the node's). A new
 /// instance gets every service, created and started; an instance whose
-/// version changes is upgraded (the plan's warnings say so).
+/// version changes is upgraded (the plan's warnings say so); a leaving
+/// one loses every service, dependents first.
 fn lifecycle_operations(base: Option<&LifecycleSpec>, head: Option<&LifecycleSpec>) -> Vec<Operation> {
-    let Some(head) = head else { return Vec::new() };
+    let Some(head) = head else {
+        let services = base.map_or(&[][..], |b| &b.services[..]);
+        return services.iter().rev().map(|s| Operation::RemoveService { name: s.name.clone() }).collect();
+    };
     let mut ops = Vec::new();
     let from = base.map(|b| b.payload_digest.clone());
     if from.as_deref() != Some(head.payload_digest.as_str()) {
@@ -273,25 +285,13 @@ fn warnings(base: Option<&Desired>, head: &Desired, plan: &Plan) -> Vec<String> 
             m.name
         ));
     }
-    if let Some(base) = base {
-        let total = base.instances.len();
-        let removed = plan.instances.deconfigure.len();
-        // The head's limit is the one winfleet applies: a commit may raise
-        // it together with the removal.
-        let limit = head.fleet.max_removal_percent;
-        if total > 0 && removed * 100 > total * limit as usize {
-            out.push(format!(
-                "this change deconfigures {removed} of {total} instances ({}%), more than prune.maxRemovalPercent ({limit}%): \
-                 winfleet applies everything else and deconfigures none of them until a later commit restores the \
-                 instances or raises the limit",
-                removed * 100 / total
-            ));
-        }
+    if let Some(refused) = &plan.deconfigure_refused {
+        out.push(format!("{refused}; everything else in this change is applied"));
     }
     if let Some(upgrade) = upgrades(base, head) {
         out.push(upgrade);
     }
-    if plan.nodes.iter().any(|g| g.reboot_required) {
+    if plan.reboots() > 0 {
         out.push(format!(
             "proxy environment changes take effect after a safe reboot (cordon, drain, reboot, uncordon) of each affected node, \
              at most {} at a time",

@@ -38,10 +38,10 @@ pub fn summary_line(plan: &Plan) -> String {
     let i = &plan.instances;
     let count = |a: MachineSetAction| plan.machine_sets.iter().filter(|m| m.action == a).count();
     format!(
-        "Plan: {} to configure, {} to update, {} to deconfigure; {} node(s) changed, {} safe reboot(s); MachineSets: {} to create, {} to update, {} to delete.",
+        "Plan: {} to configure, {} to update, {}; {} node(s) changed, {} safe reboot(s); MachineSets: {} to create, {} to update, {} to delete.",
         i.configure.len(),
         plan.updated(),
-        i.deconfigure.len(),
+        super::leaving::summary_part(plan),
         plan.changed_nodes(),
         plan.reboots(),
         count(MachineSetAction::Create),
@@ -74,7 +74,14 @@ fn instances(plan: &Plan, out: &mut String) {
 
 fn nodes(plan: &Plan, out: &mut String) {
     for group in &plan.nodes {
-        let _ = writeln!(out, "\nNodes ({}): {}", group.nodes.len(), group.nodes.join(", "));
+        let leaving = if group.deconfigure { " leaving" } else { "" };
+        let _ = writeln!(out, "\nNodes{leaving} ({}): {}", group.nodes.len(), group.nodes.join(", "));
+        if group.deconfigure {
+            let held = plan.deconfigure_refused.as_ref().map(|_| super::leaving::HELD_BACK);
+            for step in held.map(str::to_owned).into_iter().chain(super::leaving::steps(group)) {
+                let _ = writeln!(out, "  deconfigure: {step}");
+            }
+        }
         for op in &group.operations {
             let _ = writeln!(out, "  {}", op.headline());
             if let Operation::WriteFile { diff, .. } = op {
@@ -83,7 +90,7 @@ fn nodes(plan: &Plan, out: &mut String) {
                 }
             }
         }
-        if group.reboot_required {
+        if group.reboot_required && !group.deconfigure {
             out.push_str("  (safe reboot required)\n");
         }
     }

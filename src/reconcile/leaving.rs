@@ -100,18 +100,9 @@ fn internal_ip(node: &serde_json::Value) -> Option<String> {
 }
 
 /// The mass-removal guard: more than `max_percent` of the instances (those
-/// listed and those leaving) leaving at once is refused as a whole.
-pub fn guard(listed: usize, leaving: usize, max_percent: u32) -> Option<String> {
-    let total = listed + leaving;
-    if leaving == 0 || leaving * 100 <= max_percent as usize * total {
-        return None;
-    }
-    Some(format!(
-        "this commit would deconfigure {leaving} of {total} instances ({}%), more than prune.maxRemovalPercent \
-         ({max_percent}%): nobody is deconfigured until a commit restores the instances or raises the limit",
-        leaving * 100 / total
-    ))
-}
+/// listed and those leaving) leaving at once is refused as a whole. The
+/// offline plan says the same ([`crate::plan::guard`]).
+pub use crate::plan::guard::removal_guard as guard;
 
 /// A host that left the repository as its deconfigure runs: the Fleet's
 /// defaults (user, port, shell), no labels, annotations or taints, `spec`
