@@ -9,17 +9,17 @@
 //! Supported: plain and hashed (`|1|salt|hash`) host names, comma lists,
 //! `*`/`?` patterns and `!` negation, `[host]:port`, and the `@revoked`
 //! marker. `@cert-authority` lines are skipped (host certificates are not
-//! trusted by CA).
+//! trusted by CA). The `ssh-key` crate parses the lines; matching a host
+//! against them (OpenSSH's rules, which the crate leaves out) is here.
 
 use std::fs::OpenOptions;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use hmac::{KeyInit, Mac};
 use russh::keys::{Algorithm, HashAlg, PublicKey};
+use ssh_key::known_hosts::{HostPatterns, Marker};
 
 /// Why a host key was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -70,16 +70,11 @@ pub enum HostKeyError {
     },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Marker {
-    None,
-    Revoked,
-}
-
+/// One usable line: a pinned or revoked key and the hosts it is for.
 #[derive(Debug, Clone)]
 struct Entry {
-    marker: Marker,
-    patterns: String,
+    revoked: bool,
+    patterns: HostPatterns,
     key: PublicKey,
 }
 
@@ -109,7 +104,7 @@ impl KnownHosts {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
             Err(e) => return Err(e),
         };
-        let entries = text.lines().filter_map(parse_line).collect();
+        let entries = ssh_key::known_hosts::KnownHosts::new(&text).filter_map(|line| usable(line.ok()?)).collect();
         Ok(Self { path: path.to_owned(), trust_on_first_use, entries: Mutex::new(entries) })
     }
 
@@ -121,10 +116,10 @@ impl KnownHosts {
         let file = self.path.display().to_string();
         let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let matching: Vec<&Entry> = entries.iter().filter(|e| host_matches(&e.patterns, &name)).collect();
-        if matching.iter().any(|e| e.marker == Marker::Revoked && same_key(&e.key, key)) {
+        if matching.iter().any(|e| e.revoked && same_key(&e.key, key)) {
             return Err(HostKeyError::Revoked { host: name, presented, file });
         }
-        let pinned: Vec<&&Entry> = matching.iter().filter(|e| e.marker == Marker::None).collect();
+        let pinned: Vec<&&Entry> = matching.iter().filter(|e| !e.revoked).collect();
         if pinned.iter().any(|e| same_key(&e.key, key)) {
             return Ok(Accepted::Known);
         }
@@ -138,7 +133,7 @@ impl KnownHosts {
         let record = |reason: String| HostKeyError::Record { host: name.clone(), file: file.clone(), reason };
         let line = format!("{name} {}\n", key.to_openssh().map_err(|e| record(e.to_string()))?);
         append(&self.path, &line).map_err(|e| record(e.to_string()))?;
-        entries.push(Entry { marker: Marker::None, patterns: name.clone(), key: key.clone() });
+        entries.push(Entry { revoked: false, patterns: HostPatterns::Patterns(vec![name.clone()]), key: key.clone() });
         Ok(Accepted::Learned)
     }
 }
@@ -152,7 +147,7 @@ impl KnownHosts {
         let name = host_name(host, port);
         let entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut algorithms = Vec::new();
-        for entry in entries.iter().filter(|e| e.marker == Marker::None && host_matches(&e.patterns, &name)) {
+        for entry in entries.iter().filter(|e| !e.revoked && host_matches(&e.patterns, &name)) {
             let found = match entry.key.algorithm() {
                 Algorithm::Rsa { .. } => vec![
                     Algorithm::Rsa { hash: Some(HashAlg::Sha512) },
@@ -197,49 +192,38 @@ fn append(path: &Path, line: &str) -> std::io::Result<()> {
     file.sync_data()
 }
 
-fn parse_line(line: &str) -> Option<Entry> {
-    let line = line.trim();
-    if line.is_empty() || line.starts_with('#') {
-        return None;
-    }
-    let mut fields = line.split_whitespace();
-    let mut first = fields.next()?;
-    let marker = match first {
-        "@revoked" => Marker::Revoked,
-        "@cert-authority" => return None,
-        _ => Marker::None,
+/// A parsed line as winfleet uses it (`@cert-authority` lines are not).
+fn usable(entry: ssh_key::known_hosts::Entry) -> Option<Entry> {
+    let revoked = match entry.marker() {
+        None => false,
+        Some(Marker::Revoked) => true,
+        Some(Marker::CertAuthority) => return None,
     };
-    if marker != Marker::None {
-        first = fields.next()?;
-    }
-    let algorithm = fields.next()?;
-    let data = fields.next()?;
-    let key = PublicKey::from_openssh(&format!("{algorithm} {data}")).ok()?;
-    Some(Entry { marker, patterns: first.to_owned(), key })
+    Some(Entry { revoked, patterns: entry.host_patterns().clone(), key: entry.public_key().clone() })
 }
 
-/// OpenSSH's host matching: any positive match and no negated match.
-fn host_matches(patterns: &str, name: &str) -> bool {
-    let mut matched = false;
-    for pattern in patterns.split(',') {
-        if let Some(hashed) = pattern.strip_prefix("|1|") {
-            matched |= hashed_matches(hashed, name);
-        } else if let Some(negated) = pattern.strip_prefix('!') {
-            if glob(negated.as_bytes(), name.as_bytes()) {
-                return false;
+/// OpenSSH's host matching: a hashed name is that one name; in a list,
+/// any positive match and no negated match.
+fn host_matches(patterns: &HostPatterns, name: &str) -> bool {
+    match patterns {
+        HostPatterns::HashedName { salt, hash } => {
+            let Ok(mac) = <hmac::Hmac<sha1::Sha1> as KeyInit>::new_from_slice(salt) else { return false };
+            mac.chain_update(name.as_bytes()).verify_slice(hash).is_ok()
+        }
+        HostPatterns::Patterns(list) => {
+            let mut matched = false;
+            for pattern in list {
+                if let Some(negated) = pattern.strip_prefix('!') {
+                    if glob(negated.as_bytes(), name.as_bytes()) {
+                        return false;
+                    }
+                } else {
+                    matched |= glob(pattern.as_bytes(), name.as_bytes());
+                }
             }
-        } else {
-            matched |= glob(pattern.as_bytes(), name.as_bytes());
+            matched
         }
     }
-    matched
-}
-
-fn hashed_matches(hashed: &str, name: &str) -> bool {
-    let Some((salt, hash)) = hashed.split_once('|') else { return false };
-    let (Ok(salt), Ok(hash)) = (STANDARD.decode(salt), STANDARD.decode(hash)) else { return false };
-    let Ok(mac) = <hmac::Hmac<sha1::Sha1> as KeyInit>::new_from_slice(&salt) else { return false };
-    mac.chain_update(name.as_bytes()).verify_slice(&hash).is_ok()
 }
 
 /// `*` and `?` wildcards, case-insensitive (host names).
@@ -255,6 +239,9 @@ fn glob(pattern: &[u8], name: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine;
+    use base64::engine::general_purpose::STANDARD;
+
     use super::*;
 
     const ED_A: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFWhSyoQKBl1f5qBFmDuAiBeHdkAg7sYV5DOLql+cwWM";
