@@ -146,7 +146,7 @@ async fn refused_then_joined(backend: Backend) {
     held(&mut bench, &too_old).await;
     held(&mut bench, &too_old).await;
     let note = format!("no node joins or upgrades: {too_old}");
-    assert_eq!(events(&bench).await, [note.clone()], "one Warning Event, not one per round");
+    assert_eq!(events(&bench).await, [note], "one Warning Event, not one per round");
 
     // Too new.
     declare_kubelet(&mut bench, Some("v1.38.1"));

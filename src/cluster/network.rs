@@ -41,13 +41,23 @@ pub fn parse(service_cidr: &str, operator: &Value) -> Result<HybridNetwork, Stri
 /// the cluster has none or it has no hybrid overlay, `Err` when it cannot
 /// be read.
 pub async fn read(client: &Client, service_cidr: &str) -> Result<Result<HybridNetwork, String>, String> {
+    Ok(match operator(client).await? {
+        Some(network) => parse(service_cidr, &network),
+        None => Err(ABSENT.to_owned()),
+    })
+}
+
+/// The operator.openshift.io Network `cluster` as the cluster has it,
+/// `None` when it has none (the object or the resource is missing: no
+/// OpenShift cluster). The one reader of it: the network files (above) and
+/// the prerequisites before a join ([`super::prerequisites`]).
+pub async fn operator(client: &Client) -> Result<Option<Value>, String> {
     let gvk = GroupVersionKind::gvk("operator.openshift.io", "v1", "Network");
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "networks"));
     match api.get_opt("cluster").await {
-        Ok(Some(object)) => Ok(parse(service_cidr, &object.data)),
-        Ok(None) => Ok(Err(ABSENT.to_owned())),
+        Ok(object) => Ok(object.map(|o| o.data)),
         // 404 on the resource itself: the API server does not serve it.
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(Err(ABSENT.to_owned())),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(e) => Err(format!("cannot read Network.operator.openshift.io cluster: {}", api_error(&e))),
     }
 }

@@ -8,7 +8,6 @@
 //! refusal holds.
 
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -75,23 +74,12 @@ pub async fn check(client: &Client, kubelet: Option<&str>) -> Prerequisites {
         Some(_) => client.apiserver_version().await.map(|info| info.git_version).map_err(|e| api_error(&e)),
         None => Ok(String::new()),
     };
-    let network_cr = operator_network(client).await;
+    let network_cr = super::network::operator(client).await;
     decide(
         kubelet,
         version.as_deref().map_err(String::as_str),
         network_cr.as_ref().map(Option::as_ref).map_err(String::as_str),
     )
-}
-
-/// The operator.openshift.io/v1 Network `cluster`; `None` when the cluster
-/// has none (no such API: not an OpenShift cluster).
-pub async fn operator_network(client: &Client) -> Result<Option<Value>, String> {
-    let gvk = GroupVersionKind::gvk("operator.openshift.io", "v1", "Network");
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "networks"));
-    match api.get_opt("cluster").await {
-        Ok(object) => Ok(object.map(|o| o.data)),
-        Err(e) => Err(format!("cannot read the operator.openshift.io Network cluster: {}", api_error(&e))),
-    }
 }
 
 /// How many minor versions a kubelet may be older than the API server
