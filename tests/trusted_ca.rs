@@ -9,7 +9,9 @@
 //! holding the bundle and its trust store (the posix stand-in: one
 //! `winfleet-<sha256>.crt` per certificate beside the import record)
 //! holding exactly the bundle's certificates, a removed one deleted; the
-//! round after writes nothing. The bundle's PEM text is never shown.
+//! round after writes nothing. The bundle's PEM text is never shown. Last,
+//! with the bundle named again, one node leaves the repository: its
+//! deconfigure removes the bundle, the record and what it imported.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -23,6 +25,7 @@ use serde_json::json;
 use support::controlplane::{Backend, ControlPlane, resource};
 use support::identity::{install_identity, service_account_token};
 use support::join::{Bench, bench, logs};
+use winfleet::cluster::deconfigure::DeconfigureResult;
 use winfleet::cluster::join::JoinResult;
 use winfleet::dialect::{posix_lifecycle_apply, powershell_lifecycle};
 use winfleet::engine::host::SshHost;
@@ -178,6 +181,45 @@ async fn a_trusted_ca_is_added_changed_and_removed(bench: Bench) {
 
     let now: Vec<_> = bench.fleet.nodes.iter().map(|n| n.service_pids()).collect();
     assert_eq!(now, pids, "no service restarted for a trust change");
+
+    // Deconfigure takes what it imported: the bundle again, then the first
+    // node leaves the repository.
+    name_in_proxy(&bench, CONFIG_MAP).await;
+    let report = bench.round().await;
+    expect(&bench, &second, &report);
+    deconfigure_first(bench).await;
+}
+
+/// The first node leaves the repository and is deconfigured: its bundle,
+/// import record and imported certificates are gone (and the store's
+/// directory with them); the other node keeps its own.
+async fn deconfigure_first(mut bench: Bench) {
+    let path = bench.repo.path().join("instances.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let first = format!("  - address: {}\n", bench.fleet.nodes[0].address);
+    let start = text.find(&first).unwrap();
+    let end = text[start + first.len()..].find("  - address: ").map_or(text.len(), |e| start + first.len() + e);
+    std::fs::write(&path, format!("{}{}", &text[..start], &text[end..])).unwrap();
+    bench.reload();
+    let report = bench.round().await;
+    let deconfigures = &report.cluster.as_ref().unwrap().deconfigures;
+    assert!(
+        matches!(deconfigures[..], [ref d] if matches!(d.result, DeconfigureResult::Deconfigured { .. })),
+        "{}\n{}",
+        report.render_text(),
+        logs(&bench.fleet)
+    );
+    let spec = bench.desired.specs[&Shell::Posix].lifecycle.clone().unwrap();
+    let record = trusted_ca::record_path(&spec);
+    let store = record.rsplit_once('/').unwrap().0.to_owned();
+    let (gone, kept) = (&bench.fleet.nodes[0], &bench.fleet.nodes[1]);
+    assert!(!local(gone, &spec.kube_path(BUNDLE)).exists(), "ca-bundle.crt removed");
+    assert!(!local(gone, &store).exists(), "the imported certificates, the record and their directory removed");
+    assert_eq!(
+        std::fs::read_dir(local(kept, &store)).unwrap().count(),
+        3,
+        "the other node keeps its two and the record"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
