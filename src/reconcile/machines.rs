@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::cluster::join::{JoinReport, JoinResult};
+use crate::cluster::join::{JoinReport, JoinResult, PUB_KEY_HASH_ANNOTATION};
 use crate::cluster::upgrade::{UpgradeReport, UpgradeResult};
 use crate::cluster::user_data::{UserDataAction, UserDataReport};
 use crate::cluster::{ClusterFacts, MachineObs};
@@ -189,29 +189,48 @@ pub fn machine_instances(desired: &Desired, facts: &ClusterFacts, listed: &[&Ins
         .collect()
 }
 
-/// Takes out of the node reports the Machines whose VM does not answer SSH
-/// yet (connecting failed after the pool's bounded retries with backoff,
-/// and they have no Node): they wait, they have not failed. A VM that
-/// refuses the fleet's key did answer: it stays a failure.
+/// Takes out of the node reports the Machines that wait rather than fail:
+/// a VM that does not answer SSH yet (connecting failed after the pool's
+/// bounded retries with backoff, and it has no Node), and a VM that
+/// refuses the fleet's key while its Node trusts an older one (`key_hash`
+/// is the fleet's: key rotation replaces the Machine, its configure has not
+/// failed). Any other VM that refuses the fleet's key did answer: it stays
+/// a failure.
 pub fn split_waiting(
     nodes: Vec<NodeReport>,
     machine_addresses: &BTreeSet<String>,
     facts: &ClusterFacts,
+    key_hash: &str,
 ) -> (Vec<NodeReport>, BTreeMap<String, String>) {
     let without_node: BTreeSet<&str> =
         tracked(facts).filter(|m| m.node.is_none()).filter_map(|m| m.internal_ip.as_deref()).collect();
+    let old_key: BTreeSet<&str> = tracked(facts)
+        .filter(|m| {
+            let node = m.node.as_deref().and_then(|n| facts.nodes.get(n));
+            node.and_then(|n| n.annotations.get(PUB_KEY_HASH_ANNOTATION)).is_some_and(|h| h != key_hash)
+        })
+        .filter_map(|m| m.internal_ip.as_deref())
+        .collect();
     let mut waiting = BTreeMap::new();
     let kept = nodes
         .into_iter()
         .filter(|r| {
             let NodeResult::Failed { stage: Stage::Observe, reason } = &r.result else { return true };
-            let booting = machine_addresses.contains(&r.address)
-                && without_node.contains(r.address.as_str())
-                && !is_auth_refusal(reason);
-            if booting {
-                waiting.insert(r.address.clone(), format!("its VM does not answer SSH yet: {reason}"));
+            if !machine_addresses.contains(&r.address) {
+                return true;
             }
-            !booting
+            let why = if is_auth_refusal(reason) {
+                old_key.contains(r.address.as_str()).then(|| {
+                    "its VM trusts an older fleet SSH key (its Node's pub-key-hash): key rotation replaces the \
+                     Machine"
+                        .to_owned()
+                })
+            } else {
+                without_node.contains(r.address.as_str()).then(|| format!("its VM does not answer SSH yet: {reason}"))
+            };
+            let Some(why) = why else { return true };
+            waiting.insert(r.address.clone(), why);
+            false
         })
         .collect();
     (kept, waiting)

@@ -89,10 +89,28 @@ fn a_booting_machine_waits_but_one_that_refuses_the_key_fails() {
         failed("10.0.0.2", "Administrator@10.0.0.2:22 refused public key authentication for user \"Administrator\""),
         failed("10.9.9.9", "cannot connect: Connection refused"),
     ];
-    let (kept, waiting) = split_waiting(nodes, &machines, &facts);
+    let (kept, waiting) = split_waiting(nodes, &machines, &facts, "fleet-hash");
     assert_eq!(waiting.keys().collect::<Vec<_>>(), ["10.0.0.1"]);
     let kept: Vec<&str> = kept.iter().map(|r| r.address.as_str()).collect();
     assert_eq!(kept, ["10.0.0.2", "10.9.9.9"], "a key refusal and a BYOH host stay failures");
+}
+
+#[test]
+fn a_machine_whose_node_trusts_an_older_key_waits_for_key_rotation_when_it_refuses_the_fleet_key() {
+    let mut facts = facts(vec![machine("a", "Running", Some("10.0.0.1")), machine("b", "Running", Some("10.0.0.2"))]);
+    for (m, hash) in [("a", "old-hash"), ("b", "fleet-hash")] {
+        let name = format!("node-{m}");
+        facts.machines.get_mut(m).unwrap().node = Some(name.clone());
+        let annotations = BTreeMap::from([(crate::cluster::join::PUB_KEY_HASH_ANNOTATION.to_owned(), hash.to_owned())]);
+        facts.nodes.insert(name.clone(), NodeObs { name, ready: true, annotations, ..NodeObs::default() });
+    }
+    let machines: BTreeSet<String> = ["10.0.0.1".to_owned(), "10.0.0.2".to_owned()].into();
+    let refused = "Administrator@{}:22 refused public key authentication for user \"Administrator\"";
+    let nodes = vec![failed("10.0.0.1", refused), failed("10.0.0.2", refused)];
+    let (kept, waiting) = split_waiting(nodes, &machines, &facts, "fleet-hash");
+    assert!(waiting["10.0.0.1"].contains("key rotation replaces the Machine"), "{waiting:?}");
+    let kept: Vec<&str> = kept.iter().map(|r| r.address.as_str()).collect();
+    assert_eq!(kept, ["10.0.0.2"], "a Machine trusted with the fleet's key that refuses it fails");
 }
 
 #[test]

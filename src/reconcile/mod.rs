@@ -190,7 +190,7 @@ pub async fn round<H: Host>(
     let (nodes, mut held_by_prerequisites) =
         prerequisites::node_round(pool, &all, options, &contexts, &report.prerequisites, on_node).await;
     let machine_addresses: BTreeSet<String> = machines.iter().map(|m| m.address.clone()).collect();
-    let (nodes, waiting) = machines::split_waiting(nodes, &machine_addresses, &facts);
+    let (nodes, waiting) = machines::split_waiting(nodes, &machine_addresses, &facts, &pool.public_key_hash());
     if lifecycle_on {
         // Machines' host names too: their kubelets' CSRs are approved by
         // exact host name, as a BYOH host's are.
