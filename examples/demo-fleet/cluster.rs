@@ -1,9 +1,10 @@
-//! The demo's cluster side. Where Go is installed (the machine kind the
-//! tests run on), a REAL control plane: etcd, kube-apiserver and
+//! The demo's cluster side. Where the test control plane is built (the
+//! test suite builds it), or WINFLEET_DEMO_REAL=1 asks to build it with
+//! Go, a REAL control plane: etcd, kube-apiserver and
 //! kube-controller-manager v1.37.2 built from the Kubernetes Go modules by
 //! tests/controlplane (tests/support/controlplane.rs starts it, seeded as an
 //! OpenShift cluster is: its CRDs, Infrastructure, Network, Proxy, the
-//! kubelet CA, a bootstrap token). Without Go, winfleet's in-memory test API
+//! kubelet CA, a bootstrap token). Otherwise winfleet's in-memory test API
 //! server (tests/support/apiserver), labelled SIMULATED. Either way each
 //! node's kubelet is the tests' fake kubelet (tests/support/kubelet.rs),
 //! run by the systemctl shim on each demo node: against the real control
@@ -37,12 +38,18 @@ pub struct DemoCluster {
 }
 
 impl DemoCluster {
-    /// The real control plane when it can be built here (Go installed),
-    /// else the in-memory one; says which and why.
+    /// The real control plane when it is built here (or WINFLEET_DEMO_REAL
+    /// asks to build it), else the in-memory one; says which and why.
     pub fn start(fleet: &TestFleet) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let backend = if std::env::var_os("WINFLEET_DEMO_SIMULATED").is_some() {
             println!("WINFLEET_DEMO_SIMULATED is set: the cluster is simulated");
+            Backend::InMemory
+        } else if !controlplane::binary().exists() && std::env::var_os("WINFLEET_DEMO_REAL").is_none() {
+            println!(
+                "the real control plane is not built here (the test suite builds it; or run the demo with \
+                 WINFLEET_DEMO_REAL=1 to build it with Go first, 10 to 15 minutes on 2 cores): the cluster is SIMULATED"
+            );
             Backend::InMemory
         } else {
             if !controlplane::binary().exists() {
