@@ -11,7 +11,11 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{WatchEvent, WatchParams};
 
 use serde_json::Value;
 use support::apiserver::ApiServer;
@@ -80,18 +84,67 @@ fn seen(node: &Value) -> Seen {
 /// A cordon: the Node, and every Node as stored at that moment.
 type Cordon = (String, BTreeMap<String, Seen>);
 
-/// Every Node write the API server stored from write `from` on, replayed:
-/// the most Nodes unschedulable at once, and for each cordon (a Node
-/// becoming unschedulable) its name and every Node as stored at that moment.
-fn cordons(server: &ApiServer, from: usize) -> (usize, Vec<Cordon>) {
+/// The in-memory API server's Node writes from write `from` on, each Node
+/// as stored.
+fn node_writes(server: &ApiServer, from: usize) -> Vec<(String, Value)> {
+    let history = server.history();
+    history.into_iter().skip(from).filter(|w| w.resource == "nodes").map(|w| (w.name, w.object)).collect()
+}
+
+/// Every Node as a watch on either API server sees it change, in order,
+/// until dropped.
+struct NodeWatch {
+    seen: Arc<Mutex<Vec<(String, Value)>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl NodeWatch {
+    async fn start(client: kube::Client) -> Self {
+        let nodes: kube::Api<Node> = kube::Api::all(client);
+        let mut stream = nodes.watch(&WatchParams::default().timeout(290), "0").await.unwrap().boxed();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let log = Arc::clone(&seen);
+        let task = tokio::spawn(async move {
+            while let Some(Ok(event)) = stream.next().await {
+                if let WatchEvent::Added(node) | WatchEvent::Modified(node) = event {
+                    let name = node.metadata.name.clone().unwrap_or_default();
+                    log.lock().unwrap().push((name, serde_json::to_value(node).unwrap()));
+                }
+            }
+        });
+        NodeWatch { seen, task }
+    }
+
+    /// What the watch saw once `done` holds for the Nodes as last seen.
+    async fn until(&self, done: impl Fn(&BTreeMap<String, Seen>) -> bool) -> Vec<(String, Value)> {
+        support::join::wait_for("the watch to see the rollout end", || {
+            let last: BTreeMap<String, Seen> =
+                self.seen.lock().unwrap().iter().map(|(n, o)| (n.clone(), seen(o))).collect();
+            done(&last)
+        })
+        .await;
+        self.seen.lock().unwrap().clone()
+    }
+}
+
+impl Drop for NodeWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Node changes replayed in order: the most Nodes unschedulable at once,
+/// and for each cordon (a Node becoming unschedulable) its name and every
+/// Node as it stood at that moment.
+fn cordons(writes: &[(String, Value)]) -> (usize, Vec<Cordon>) {
     let mut state: BTreeMap<String, Seen> = BTreeMap::new();
     let mut most = 0;
     let mut order = Vec::new();
-    for write in server.history().iter().skip(from).filter(|w| w.resource == "nodes") {
-        let now = seen(&write.object);
-        let was = state.insert(write.name.clone(), now.clone()).unwrap_or_default();
+    for (name, object) in writes {
+        let now = seen(object);
+        let was = state.insert(name.clone(), now.clone()).unwrap_or_default();
         if now.unschedulable && !was.unschedulable {
-            order.push((write.name.clone(), state.clone()));
+            order.push((name.clone(), state.clone()));
         }
         most = most.max(state.values().filter(|s| s.unschedulable).count());
     }
@@ -102,8 +155,8 @@ fn cordons(server: &ApiServer, from: usize) -> (usize, Vec<Cordon>) {
 /// unschedulable at once, and each Node upgraded before the next is
 /// cordoned: when a Node is cordoned, every Node cordoned before it is
 /// Ready, schedulable and at `version`. Returns the cordon order.
-fn assert_one_slot_at_a_time(server: &ApiServer, from: usize, version: &str) -> Vec<String> {
-    let (most, cordoned) = cordons(server, from);
+fn assert_one_slot_at_a_time(writes: &[(String, Value)], version: &str) -> Vec<String> {
+    let (most, cordoned) = cordons(writes);
     assert_eq!(most, 1, "never two Nodes out at once (rollout.maxUnavailable 1)");
     let order: Vec<String> = cordoned.iter().map(|(n, _)| n.clone()).collect();
     for (i, (name, at)) in cordoned.iter().enumerate() {
@@ -228,7 +281,7 @@ async fn a_new_payload_pin_upgrades_machine_backed_nodes_in_place_one_slot_at_a_
     assert!(machine_set_ready(&finished), "{text}");
     assert_eq!(status(&finished), (MachineSetPhase::Ready, "InSync"));
 
-    let order = assert_one_slot_at_a_time(server(&bench), from, &new);
+    let order = assert_one_slot_at_a_time(&node_writes(server(&bench), from), &new);
     assert_eq!(order, nodes, "by name, each once");
     // In place: the same Machines (names and uids), the same VMs and Nodes.
     assert_eq!(machines(&bench).await, before, "no Machine deleted or replaced");
@@ -285,8 +338,49 @@ async fn machine_backed_and_byoh_nodes_share_one_disruption_budget() {
     all.sort();
     let done: Vec<&str> = upgraded(&report);
     assert_eq!(done, all.iter().map(String::as_str).collect::<Vec<_>>(), "{text}");
-    let order = assert_one_slot_at_a_time(server(&bench), from, &new);
+    let order = assert_one_slot_at_a_time(&node_writes(server(&bench), from), &new);
     assert_eq!(order, all, "Machines and the BYOH node in one rollout, one at a time");
     assert_eq!(machines(&bench).await, before, "no Machine replaced");
     assert!(machine_set_ready(&report), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_payload_pin_upgrades_machine_backed_nodes_in_place_on_the_real_control_plane() {
+    let Some(mut bench) = MachineBench::start(Backend::Real, 2, Some(2)).await else { return };
+    bench.rounds_until(60, machine_set_ready).await;
+    let before = machines(&bench).await;
+    let mut nodes: Vec<String> = before.values().map(|(_, node)| node.clone()).collect();
+    nodes.sort();
+    let booted = bench.cloud.log().booted.len();
+    repin(&mut bench, new_overlay);
+    let new = bench.version();
+
+    let plan = bench.plan().await;
+    let text = plan.render_text();
+    for (machine, (_, node)) in &before {
+        let upgrade = line(&text, &format!("  Upgrade {node} ("));
+        let way = format!("upgrade in place (Machine-backed: {machine}; not replaced): to do: cordon, drain; ");
+        assert!(upgrade.contains(&way), "{text}");
+    }
+    assert_eq!(status(&plan), (MachineSetPhase::Progressing, "MachinesProgressing"));
+
+    let watch = NodeWatch::start(bench.api.client()).await;
+    let report = bench.round().await;
+    let text = report.render_text();
+    assert_eq!(upgraded(&report), nodes.iter().map(String::as_str).collect::<Vec<_>>(), "{text}");
+    assert!(machine_set_ready(&report), "{text}");
+    assert_eq!(status(&report), (MachineSetPhase::Ready, "InSync"));
+    let all_done = |last: &BTreeMap<String, Seen>| {
+        nodes.iter().all(|n| last.get(n).is_some_and(|s| !s.unschedulable && s.version.as_deref() == Some(&new)))
+    };
+    let order = assert_one_slot_at_a_time(&watch.until(all_done).await, &new);
+    assert_eq!(order, nodes, "by name, each once");
+    assert_eq!(machines(&bench).await, before, "no Machine deleted or replaced");
+    let log = bench.cloud.log();
+    assert_eq!((log.booted.len(), log.deleted.len()), (booted, 0), "no VM created or deleted: {log:?}");
+
+    let next = bench.round().await;
+    assert!(next.nodes.iter().all(|n| !n.has_changes()), "the next round writes nothing: {}", next.render_text());
+    assert!(next.cluster.as_ref().unwrap().upgrades.is_empty(), "{}", next.render_text());
+    assert_eq!(status(&next), (MachineSetPhase::Ready, "InSync"));
 }
