@@ -161,7 +161,7 @@ fn readme(objects: &ClusterObjects, files: &BTreeMap<String, String>) -> String 
     text.push_str(
         "\n\nBefore the first apply:\n\n\
          1. `winfleet validate` and `winfleet plan --live` against the cluster: the plan should show only\n\
-            what winfleet does differently from WMCO (WMCO-SPEC lists each decision), such as removing\n\
+            what winfleet does differently from WMCO (winfleet's docs/wmco-spec.md lists each decision), such as removing\n\
             registry directories no mirror set describes.\n\
          2. Instances: WMCO's ConfigMap gives only a user name; set `spec.defaults` in `fleet.yaml` when the\n\
             hosts use another SSH port or the posix shell.\n\

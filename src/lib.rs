@@ -1,7 +1,7 @@
 //! winfleet: run the Windows worker nodes of an OpenShift/Kubernetes cluster
 //! from a Git repository.
 //!
-//! One reconcile round is a straight pipeline (DESIGN.md); each stage is a
+//! One reconcile round is a straight pipeline (docs/ARCHITECTURE.md); each stage is a
 //! module with one job, and only the ends touch the outside world:
 //!
 //! ```text

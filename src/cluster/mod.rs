@@ -1,5 +1,5 @@
 //! The cluster side: Nodes, MachineSets and safe reboots through the
-//! Kubernetes API (DESIGN.md "The cluster", WMCO-SPEC 3, 4 and 6).
+//! Kubernetes API (docs/cluster.md; WMCO-SPEC, docs/wmco-spec.md, 3, 4 and 6).
 //!
 //! Pure planning sits beside a thin IO shell, as for nodes:
 //! - [`connect`]: the `kube::Client` from a kubeconfig or the pod's service

@@ -1,4 +1,4 @@
-//! `winfleet run`: the continuous GitOps loop (DESIGN.md "The pipeline").
+//! `winfleet run`: the continuous GitOps loop (docs/daemon.md).
 //!
 //! One round at a time, so no node is ever worked on by two passes at once:
 //! source → desired → observe → plan → apply → report. Every trigger (poll

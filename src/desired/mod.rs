@@ -1,7 +1,7 @@
 //! The desired state: load every document of a revision, validate it in four
 //! stages, and render what each node and the cluster should look like.
 //!
-//! Stages (STYLE.md habit 4): YAML syntax → JSON Schema → typed parse →
+//! Stages: YAML syntax → JSON Schema → typed parse →
 //! semantic rules across documents. Every diagnostic is collected, located
 //! (`path:line:column: /pointer`), and reported at once; a revision with any
 //! error yields no [`Desired`] at all, so nothing of it can be applied. This

@@ -2,7 +2,7 @@
 //! back to line and column.
 //!
 //! Parsing reads like serde-saphyr configured like kubectl (YAML 1.1 octal
-//! and booleans, duplicate keys rejected, STACK.md 3.1): a fast reader over
+//! and booleans, duplicate keys rejected): a fast reader over
 //! its event stream (`yaml_value`) builds the values, and serde-saphyr itself
 //! reads whatever that reader leaves to it, errors included. Positions are only needed
 //! when there is something to report, so [`locate`] re-reads the file's event

@@ -1,4 +1,4 @@
-//! Plans: what would change, as data (STYLE.md habit 2).
+//! Plans: what would change, as data.
 //!
 //! [`offline`] computes the plan between two revisions for review (no
 //! cluster, no SSH). A [`Plan`] serialises (the versioned JSON format in

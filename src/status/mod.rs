@@ -1,4 +1,4 @@
-//! Status written back to Git (DESIGN.md "Status written back"): what the
+//! Status written back to Git (docs/daemon.md): what the
 //! fleet looks like after each round, as YAML files under the status path
 //! of the status branch, and `winfleet status` reading them back.
 //!

@@ -185,7 +185,7 @@ pub enum MachineSetPhase {
 }
 
 /// What kind of error holds an instance or MachineSet back, which decides
-/// how it is retried (STYLE.md habit 3).
+/// how it is retried.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ErrorClass {

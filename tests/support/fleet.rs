@@ -1,7 +1,7 @@
 //! A test fleet: N simulated nodes, each a real OpenSSH sshd on its own
 //! loopback address, with its own host key and its own state directory.
 //!
-//! Recipe (STACK.md section 5, verified on Debian's openssh-server 9.2):
+//! Recipe (verified on Debian's openssh-server 9.2):
 //! - sshd is started by absolute path, one per node, in the foreground
 //!   (`-D -e`), with a generated config: `ListenAddress 127.A.B.N:PORT` (port
 //!   0 is rejected, so one free port is picked and shared: the addresses

@@ -1,5 +1,5 @@
 //! winfleet's `WindowsInstanceList`: BYOH instances with per-instance
-//! settings (DESIGN.md, field names are a contract).
+//! settings (README, "The config repository"; field names are a contract).
 
 use std::collections::BTreeMap;
 
