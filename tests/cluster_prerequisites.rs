@@ -5,9 +5,11 @@
 //! without a hybrid overlay, holds every join: the node is observed only
 //! (its files are byte for byte what they were), its status is Waiting with
 //! the reason, `plan --live` says it, one Warning Event per change. The
-//! round after the fix joins it. Real sshd nodes and the fake kubelet of
-//! tests/support/kubelet.rs; against the real control plane (v1.37.2) the
-//! Network's CRD is created by the test when the control plane lacks it.
+//! round after the fix joins it; a joined node's upgrade to a refused
+//! payload does not start (the node keeps its version) until fixed. Real
+//! sshd nodes and the fake kubelet of tests/support/kubelet.rs; against the
+//! real control plane (v1.37.2) the Network's CRD is created by the test
+//! when the control plane lacks it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -198,4 +200,42 @@ async fn a_cluster_with_no_operator_network_and_no_declared_kubelet_is_not_check
     );
     assert!(report.render_text().contains("- prerequisites: no operator.openshift.io/v1 Network cluster"));
     assert_eq!(cluster.joins[0].result, JoinResult::Joined, "{}\n{}", report.render_text(), logs(&bench.fleet));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refusal_holds_the_upgrade_of_a_joined_node_which_keeps_its_version_until_fixed() {
+    use winfleet::cluster::upgrade::UpgradeResult;
+    let Some(mut bench) = bench(Backend::InMemory, &[NAME]).await else { return };
+    let TestApi::InMemory { server, .. } = &bench.api else { unreachable!() };
+    server.set_version(KUBERNETES_VERSION);
+    declare_kubelet(&mut bench, Some("v1.37.0"));
+    let joined = bench.round().await;
+    assert_eq!(joined.cluster.as_ref().unwrap().joins[0].result, JoinResult::Joined, "{}", joined.render_text());
+    let old = bench.version();
+
+    // A new payload whose kubelet is declared newer than the API server.
+    bench.repin(|dir| fs::write(dir.join("release-notes.txt"), "build 2\n").unwrap());
+    declare_kubelet(&mut bench, Some("v1.38.0"));
+    let report = bench.round().await;
+    let text = report.render_text();
+    let cluster = report.cluster.as_ref().unwrap();
+    assert_eq!(cluster.upgrades.len(), 1, "{text}");
+    let UpgradeResult::NotStarted { reason } = &cluster.upgrades[0].result else { panic!("{text}") };
+    assert!(reason.contains("the node keeps its version") && reason.contains("never be newer"), "{reason}");
+    let node = bench.node(NAME).await;
+    assert_eq!(node["metadata"]["annotations"][winfleet::lifecycle::VERSION_ANNOTATION], old.as_str());
+    assert_ne!(node["spec"]["unschedulable"], true, "never cordoned for an upgrade that does not start");
+    let ctx = Context { round: &report, drift_check: false, warn: false, at_revision: false, suspended: false };
+    let verdict = verdict::instance(&report.nodes[0], ctx).unwrap();
+    assert_eq!((verdict.phase, verdict.reason), (InstancePhase::Waiting, "PrerequisitesNotMet"), "{verdict:?}");
+    assert_eq!(events(&bench).await.len(), 1, "one Warning Event on the Node");
+
+    // Fixed: the next round upgrades it.
+    declare_kubelet(&mut bench, Some("v1.37.2"));
+    let report = bench.round().await;
+    let text = report.render_text();
+    let upgrade = &report.cluster.as_ref().unwrap().upgrades[0];
+    assert!(matches!(upgrade.result, UpgradeResult::Upgraded { .. }), "{text}\n{}", logs(&bench.fleet));
+    let node = bench.node(NAME).await;
+    assert_eq!(node["metadata"]["annotations"][winfleet::lifecycle::VERSION_ANNOTATION], bench.version());
 }
