@@ -104,6 +104,9 @@ fn table(status: &Status) -> String {
     if let Some(reason) = &s.deconfigure_refused {
         let _ = writeln!(out, "Deconfigure refused: {}", one_line(reason));
     }
+    for c in s.conditions.iter().filter(|c| c.status) {
+        let _ = writeln!(out, "{:?}:   {}", c.kind, one_line(&c.message));
+    }
     for leaving in &s.leaving {
         let why = leaving.reason.as_deref().map(|r| format!(": {}", one_line(r))).unwrap_or_default();
         let _ = writeln!(out, "Leaving:            {} ({}) {}{why}", leaving.node, leaving.address, leaving.state);
