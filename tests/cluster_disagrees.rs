@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use support::controlplane::{Backend, TestApi};
 use support::fleet::TestFleet;
 use winfleet::cluster::connect::Cluster;
+use winfleet::cluster::disagree;
 use winfleet::cluster::observe::proxy_resource;
 use winfleet::cluster::sources::digest_mirror_set_resource;
 use winfleet::desired::kinds::fleet::DriftMode;
@@ -320,4 +321,25 @@ async fn following_the_cluster_without_a_cluster_changes_no_node() {
     assert!(report.failed(), "{}", report.render_text());
     assert!(report.render_text().contains("no cluster is configured: no node is changed"), "{}", report.render_text());
     assert!(report.nodes.iter().all(|n| n.hostname.is_none()), "no node was even observed: {report:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn differences_remembered_in_winfleets_namespace_are_not_reported_again_after_a_restart() {
+    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let fleet = TestFleet::start(1);
+    cluster_proxy(&api, json!({"httpProxy": "http://proxy.linux.example:3128"})).await;
+    let cluster = Cluster { client: api.client(), url: api.url().to_owned() };
+    let pool = pool(&fleet);
+    let desired = desired(&files(&fleet, "", &[("proxy.yaml", proxy_yaml("http://proxy.restarted.example:3128"))]));
+    // What an earlier winfleet process reported and wrote down.
+    let plan = round(Some(&cluster), &pool, &desired, true).await;
+    let hashes = disagree::hashes(&plan.cluster.as_ref().unwrap().disagreements);
+    let annotations = json!({disagree::REPORTED_ANNOTATION: disagree::memory_text(&hashes)});
+    api.seed(
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "winfleet", "annotations": annotations}}),
+    )
+    .await;
+    let report = round(Some(&cluster), &pool, &desired, false).await;
+    assert_eq!(report.cluster.as_ref().unwrap().disagreements.len(), 1, "{}", report.render_text());
+    assert_eq!(events(&api, "ClusterDisagrees", "Proxy", "cluster").await, 0, "already reported before the restart");
 }
