@@ -42,6 +42,7 @@ fn facts(spec: &NodeSpec) -> NodeFacts {
     NodeFacts {
         hostname: "node".into(),
         os: "test".into(),
+        edition: String::new(),
         boot_id: Some("boot-1".into()),
         registries: BTreeMap::from([
             ("quay.io".to_owned(), Some("00".to_owned())),

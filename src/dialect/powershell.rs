@@ -55,6 +55,7 @@ pub fn observe_script(spec: &NodeSpec, lifecycle: Option<&ObserveList>) -> Strin
   Write-WfToken 'hostname' ([System.Net.Dns]::GetHostName())
   $cv = Get-ItemProperty -LiteralPath 'HKLM:\SOFTWARE\Microsoft\Windows NT\CurrentVersion'
   Write-WfToken 'os' ('{0}.{1}.{2}.{3}' -f $cv.CurrentMajorVersionNumber, $cv.CurrentMinorVersionNumber, $cv.CurrentBuildNumber, $cv.UBR)
+  Write-WfToken 'edition' ([string]$cv.EditionID)
   # The boot counter the kubelet reports as its Node's bootID.
   $pf = Get-ItemProperty -LiteralPath 'HKLM:\SYSTEM\CurrentControlSet\Control\Session Manager\Memory Management\PrefetchParameters' -ErrorAction SilentlyContinue
   if ($null -ne $pf -and $null -ne $pf.BootId) { Write-WfToken 'boot' ([string]$pf.BootId) }

@@ -42,6 +42,8 @@ pub struct NodeFacts {
     pub hostname: String,
     /// OS name and build (`10.0.20348.2700`, `Linux 6.1.0`).
     pub os: String,
+    /// Windows' edition (`EditionID`: `ServerDatacenter`); empty on posix.
+    pub edition: String,
     /// An identifier that changes at every boot, when the node has one.
     pub boot_id: Option<String>,
     /// Registry directories present, each with the SHA-256 of its
@@ -72,6 +74,7 @@ pub fn parse_facts(output: &[u8]) -> Result<NodeFacts, ReportError> {
             "error" => return Err(ReportError::Node(tokens.next()?.trim().to_owned())),
             "hostname" => facts.hostname = tokens.next()?.to_owned(),
             "os" => facts.os = tokens.next()?.to_owned(),
+            "edition" => facts.edition = tokens.next()?.to_owned(),
             "boot" => facts.boot_id = Some(tokens.next()?.to_owned()).filter(|b| !b.is_empty()),
             "dir" => {
                 facts.registries.insert(tokens.next()?.to_owned(), None);
@@ -155,6 +158,8 @@ mod tests {
             "WIN-1",
             "os",
             "10.0.20348.2700",
+            "edition",
+            "ServerDatacenter",
             "dir",
             "quay.io",
             "file",
@@ -176,7 +181,7 @@ mod tests {
             "end",
         ]))
         .unwrap();
-        assert_eq!(facts.hostname, "WIN-1");
+        assert_eq!((facts.hostname.as_str(), facts.edition.as_str()), ("WIN-1", "ServerDatacenter"));
         assert_eq!(facts.registries.get("quay.io"), Some(&Some("abcdef".to_owned())));
         assert_eq!(facts.registries.get("empty.io"), Some(&None));
         assert_eq!(facts.environment.len(), 1);

@@ -88,10 +88,9 @@ pub fn refused(shell: Shell, facts: &NodeFacts) -> Option<String> {
     if let Err(e) = host_name(&facts.hostname) {
         reasons.push(e);
     }
-    if shell == Shell::Powershell
-        && let Err(e) = windows_build(&facts.os)
-    {
-        reasons.push(e);
+    if shell == Shell::Powershell {
+        reasons.extend(windows_build(&facts.os).err());
+        reasons.extend(windows_edition(&facts.edition).err());
     }
     (!reasons.is_empty()).then(|| format!("prerequisites not met, nothing written: {}", reasons.join("; ")))
 }
@@ -117,6 +116,9 @@ mod tests {
         let mut facts = NodeFacts { hostname: "bad_name".into(), os: "10.0.14393.0".into(), ..NodeFacts::default() };
         let reason = refused(Shell::Powershell, &facts).unwrap();
         assert!(reason.contains("RFC 1123") && reason.contains("14393"), "{reason}");
+        assert!(reason.contains("the edition \"\" is not Windows Server"), "{reason}");
+        facts.edition = "ServerDatacenter".into();
+        assert!(!refused(Shell::Powershell, &facts).unwrap().contains("edition"));
         assert!(!refused(Shell::Posix, &facts).unwrap().contains("14393"), "posix nodes report no Windows build");
         facts.marked.insert("quay.io".into());
         assert_eq!(refused(Shell::Powershell, &facts), None);
