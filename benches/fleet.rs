@@ -20,7 +20,10 @@
 //! keeps from the round before); and the floor: one SSH handshake and one
 //! empty command round trip.
 //!
-//! `cargo bench --bench fleet` (NODES=200 by default).
+//! `cargo bench --bench fleet` (NODES=200 by default). Over a modelled
+//! network (`NET=lan|dc|wan|edge`, `RTT_MS`, `BANDWIDTH_MBIT`;
+//! tests/support/netem.rs): (b), (c) and the floor, on 50 nodes by default
+//! (benches/fleet/network.rs).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, missing_docs)]
 
@@ -28,6 +31,10 @@
 mod ansible;
 #[path = "../tests/support/fleet.rs"]
 mod fleet;
+#[path = "../tests/support/netem.rs"]
+mod netem;
+#[path = "fleet/network.rs"]
+mod network;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -43,13 +50,13 @@ use winfleet::ssh::{KnownHosts, Pool, Session, Settings, load_key};
 
 const REGISTRIES: usize = 8;
 
-fn repo(fleet: &TestFleet, dir: &std::path::Path, changed_mirror: &str) -> Desired {
+fn repo(fleet: &TestFleet, dir: &std::path::Path, changed_mirror: &str, port: u16) -> Desired {
     let w = |rel: &str, text: String| std::fs::write(dir.join(rel), text).unwrap();
     w(
         "fleet.yaml",
         format!(
             "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata: {{name: bench}}\nspec:\n  lab: {{allowLoopbackAddresses: true}}\n  defaults: {{username: {}, port: {}, shell: posix}}\n  registries: {{posixDir: certs.d}}\n  environment: {{posixDir: systemd}}\n",
-            fleet.user, fleet.port
+            fleet.user, port
         ),
     );
     let mut list = String::from(
@@ -76,7 +83,12 @@ fn repo(fleet: &TestFleet, dir: &std::path::Path, changed_mirror: &str) -> Desir
 }
 
 fn pool(fleet: &TestFleet) -> Pool {
-    Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), bench_settings())
+    pool_via(fleet, &fleet.known_hosts)
+}
+
+/// A pool that trusts `known_hosts` (the fleet's, or the relays' copy).
+fn pool_via(fleet: &TestFleet, known_hosts: &std::path::Path) -> Pool {
+    Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(known_hosts, false).unwrap(), bench_settings())
 }
 
 fn bench_settings() -> Settings {
@@ -130,9 +142,9 @@ async fn wmco_node(instance: &Instance, key: &Arc<russh::keys::PrivateKey>, know
     writes
 }
 
-async fn wmco_round(desired: &Desired, fleet: &TestFleet) -> (Duration, usize) {
+async fn wmco_round(desired: &Desired, fleet: &TestFleet, known_hosts: &std::path::Path) -> (Duration, usize) {
     let key = Arc::new(load_key(&fleet.key).unwrap());
-    let known = Arc::new(KnownHosts::load(&fleet.known_hosts, false).unwrap());
+    let known = Arc::new(KnownHosts::load(known_hosts, false).unwrap());
     let start = Instant::now();
     let mut writes = 0;
     for instance in desired.instances.values() {
@@ -141,11 +153,11 @@ async fn wmco_round(desired: &Desired, fleet: &TestFleet) -> (Duration, usize) {
     (start.elapsed(), writes)
 }
 
-async fn floor(fleet: &TestFleet) -> (Duration, Duration) {
+async fn floor(fleet: &TestFleet, port: u16, known_hosts: &std::path::Path) -> (Duration, Duration) {
     let key = Arc::new(load_key(&fleet.key).unwrap());
-    let known = Arc::new(KnownHosts::load(&fleet.known_hosts, false).unwrap());
+    let known = Arc::new(KnownHosts::load(known_hosts, false).unwrap());
     let node = &fleet.nodes[0];
-    let target = winfleet::ssh::Target { address: node.address.clone(), port: node.port, username: fleet.user.clone() };
+    let target = winfleet::ssh::Target { address: node.address.clone(), port, username: fleet.user.clone() };
     let mut handshakes = Vec::new();
     for _ in 0..20 {
         let start = Instant::now();
@@ -301,23 +313,27 @@ async fn ansible_column(fleet: &TestFleet, base: &Desired, changed: &Desired) ->
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() {
+    if let Some(model) = netem::Model::from_env() {
+        network::run(&model);
+        return;
+    }
     let nodes: usize = std::env::var("NODES").ok().and_then(|n| n.parse().ok()).unwrap_or(200);
     let start = Instant::now();
     let fleet = TestFleet::start(nodes);
     println!("fleet: {nodes} sshd nodes up in {}", ms(start.elapsed()));
     let dir = tempfile::tempdir().unwrap();
-    let base = repo(&fleet, dir.path(), "mirror0.example.com");
-    let changed = repo(&fleet, dir.path(), "elsewhere.example.com");
+    let base = repo(&fleet, dir.path(), "mirror0.example.com", fleet.port);
+    let changed = repo(&fleet, dir.path(), "elsewhere.example.com", fleet.port);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let (handshake, round_trip) = floor(&fleet).await;
+        let (handshake, round_trip) = floor(&fleet, fleet.port, &fleet.known_hosts).await;
         println!("floor: one SSH handshake (connect + key exchange + auth) {:.1} ms; one empty command round trip on a warm connection {:.1} ms",
             handshake.as_secs_f64() * 1000.0, round_trip.as_secs_f64() * 1000.0);
 
         // WMCO first on a clean fleet, then clean again for winfleet's rollout.
-        let (wmco_a, wmco_writes) = wmco_round(&base, &fleet).await;
-        let (wmco_b, _) = wmco_round(&changed, &fleet).await;
-        let (wmco_c, _) = wmco_round(&changed, &fleet).await;
+        let (wmco_a, wmco_writes) = wmco_round(&base, &fleet, &fleet.known_hosts).await;
+        let (wmco_b, _) = wmco_round(&changed, &fleet, &fleet.known_hosts).await;
+        let (wmco_c, _) = wmco_round(&changed, &fleet, &fleet.known_hosts).await;
         clean(&fleet);
 
         let pool = pool(&fleet);
