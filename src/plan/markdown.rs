@@ -54,7 +54,12 @@ fn allocate(sections: &[Section<'_>], whole: &[String], room: usize) -> Vec<Stri
     let core: Vec<String> = sections.iter().map(|s| s.render(FEW, usize::MAX)).collect();
     let core_bytes: usize = core.iter().map(String::len).sum();
     if core_bytes > room {
-        let shares = water_fill(&core.iter().map(String::len).collect::<Vec<_>>(), room);
+        // Every representative part first, then the rest of each core.
+        let minimum: Vec<usize> = sections.iter().map(Section::minimum).collect();
+        let first = water_fill(&minimum, room);
+        let rest: Vec<usize> = core.iter().zip(&minimum).map(|(c, m)| c.len().saturating_sub(*m)).collect();
+        let second = water_fill(&rest, room - first.iter().sum::<usize>());
+        let shares: Vec<usize> = first.iter().zip(&second).map(|(a, b)| a + b).collect();
         let mut chosen: Vec<String> = sections.iter().zip(&shares).map(|(s, b)| s.render(FEW, *b)).collect();
         // What the cut sections left unused goes round once more.
         let unused = room.saturating_sub(chosen.iter().map(String::len).sum());
@@ -166,3 +171,7 @@ fn assemble(head: &str, note: &str, sections: &[String]) -> String {
     sections.iter().for_each(|s| out.push_str(s));
     out
 }
+
+#[cfg(test)]
+#[path = "markdown_tests.rs"]
+mod tests;

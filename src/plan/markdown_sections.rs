@@ -45,7 +45,7 @@ impl Section<'_> {
         let (title, lines, unnamed) = match self {
             Section::Before(plan) => before(plan),
             Section::Instances(plan) => instances(plan, members),
-            Section::Group(plan, group) => return node_group(plan, group, members, budget),
+            Section::Group(plan, group) => return node_group(plan, group, members, budget).0,
             Section::MachineSet(plan, m) => machine_set(plan, m),
         };
         let room = budget.saturating_sub(details(&title, "").len());
@@ -56,8 +56,8 @@ impl Section<'_> {
             (!parts.is_empty()).then(|| shortened(&parts, &see))
         };
         let all: usize = lines.iter().map(String::len).sum();
-        if all <= room && note(0).is_none() {
-            return details(&title, &lines.concat());
+        if all + note(0).map_or(0, |n| n.len()) <= room {
+            return details(&title, &(lines.concat() + &note(0).unwrap_or_default()));
         }
         let Some(room) = room.checked_sub(note(lines.len()).map_or(0, |n| n.len())) else { return String::new() };
         let mut body = String::new();
@@ -71,6 +71,18 @@ impl Section<'_> {
         }
         body.push_str(&note(lines.len() - shown).unwrap_or_default());
         within(details(&title, &body), budget)
+    }
+
+    /// The budget the section's representative part needs: a group's
+    /// title and first operation whole (a leaving group's steps too); the
+    /// instances' and a MachineSet's rows; nothing for the warnings
+    /// already true before.
+    pub(super) fn minimum(&self) -> usize {
+        match self {
+            Section::Group(plan, group) => node_group(plan, group, FEW, usize::MAX).1,
+            Section::Before(_) => 0,
+            Section::Instances(_) | Section::MachineSet(..) => self.render(FEW, usize::MAX).len(),
+        }
     }
 
     fn plan(&self) -> &Plan {
@@ -213,8 +225,9 @@ enum Form {
 /// A group: its title, a leaving group's deconfigure steps, its members
 /// (when more than the title names), then its operations: the first in
 /// full (the representative diff), the names of the others, then as many
-/// more in full as fit, in order.
-fn node_group(plan: &Plan, group: &NodeGroup, shown: usize, budget: usize) -> String {
+/// more in full as fit, in order. Also returns the budget its title and
+/// first operation whole need ([`Section::minimum`]).
+fn node_group(plan: &Plan, group: &NodeGroup, shown: usize, budget: usize) -> (String, usize) {
     let title = group_title(plan, group);
     let mut room = budget.saturating_sub(details(&title, "").len());
     let mut body = String::new();
@@ -236,9 +249,6 @@ fn node_group(plan: &Plan, group: &NodeGroup, shown: usize, budget: usize) -> St
     } else {
         FEW.min(names.len())
     };
-    if body.len() > room {
-        return String::new();
-    }
     let full: Vec<String> = group.operations.iter().map(full_form).collect();
     let brief: Vec<String> = group.operations.iter().map(brief_form).collect();
     let diffs = |forms: &[Form]| {
@@ -263,11 +273,18 @@ fn node_group(plan: &Plan, group: &NodeGroup, shown: usize, budget: usize) -> St
         }
         (!parts.is_empty()).then(|| shortened(&parts, &see_all(plan)))
     };
+    let worst = vec![Form::Omitted; full.len()];
+    let minimum = details(&title, "").len()
+        + body.len()
+        + full.first().map_or(0, String::len)
+        + note(&worst).map_or(0, |n| n.len());
+    if body.len() > room {
+        return (String::new(), minimum);
+    }
     let all_full = vec![Form::Full; full.len()];
     let need: usize = full.iter().map(String::len).sum();
     let mut forms = all_full.clone();
     if body.len() + need > room || note(&all_full).is_some() {
-        let worst = vec![Form::Omitted; full.len()];
         room = room.saturating_sub(body.len() + note(&worst).map_or(0, |n| n.len()));
         forms = fit_forms(&full, &brief, room);
     }
@@ -281,7 +298,7 @@ fn node_group(plan: &Plan, group: &NodeGroup, shown: usize, budget: usize) -> St
     if let Some(note) = note(&forms) {
         body.push_str(&note);
     }
-    within(details(&title, &body), budget)
+    (within(details(&title, &body), budget), minimum)
 }
 
 /// The section, or nothing when it does not fit (not even its title).
