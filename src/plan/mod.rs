@@ -2,8 +2,11 @@
 //!
 //! [`offline`] computes the plan between two revisions for review (no
 //! cluster, no SSH). A [`Plan`] serialises (the versioned JSON format in
-//! docs/plan-format.md) and displays ([`text`], [`markdown`]). Planning is
-//! pure: the same inputs give the same plan, byte for byte.
+//! docs/plan-format.md) and displays ([`text`], [`markdown`], the latter
+//! within a byte budget). [`guard`] is the mass-removal guard over
+//! instances, which the round applies too; [`leaving`] says what a leaving
+//! node's deconfigure does. Planning is pure: the same inputs give the
+//! same plan, byte for byte.
 
 mod budget;
 pub mod fields;
