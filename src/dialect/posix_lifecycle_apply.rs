@@ -10,9 +10,12 @@
 //! builtins. Every repository value arrives base64-encoded, in one list per
 //! step; lists are tab-separated lines.
 //!
-//! Uploads land in `<dir>/.winfleet-staging/<name>` ([`staged`]): the
-//! apply part checks each staged file's SHA-256, records it, and moves the
-//! good ones into place together.
+//! Uploads land in `<dir>/.winfleet-staging/<name>` ([`staged`]), or
+//! gzip-encoded as `<name>.winfleet-gz` (`ssh::sftp::wire`): the apply
+//! part decodes those with one `gzip -d` per directory (a file that fails
+//! to decode is removed, the others decoded one by one), then checks each
+//! staged file's SHA-256, records it, and moves the good ones into place
+//! together.
 //!
 //! [`staged`]: super::posix_lifecycle::staged
 
@@ -252,6 +255,13 @@ sv() {
 }
 fin() {
   dir=$(v "$1"); dir=${dir%x}; lst=$(v "$2"); lst=${lst%x}; stg="$dir/.winfleet-staging"
+  set --
+  for f in "$stg"/*.winfleet-gz; do [ -f "$f" ] && set -- "$@" "$f"; done
+  if [ "$#" -gt 0 ]; then
+    gzip -d -f -q -S .winfleet-gz -- "$@" >/dev/null 2>&1 ||
+      for f; do [ -f "$f" ] && { gzip -d -f -q -S .winfleet-gz -- "$f" >/dev/null 2>&1 || rm -f -- "${f%.winfleet-gz}"; }; done
+    rm -f -- "$@"
+  fi
   set --
   while IFS='	' read -r i n s; do [ -n "$i" ] && set -- "$@" "$n"; done <<WINFLEET_FL
 $lst

@@ -334,11 +334,13 @@ function Remove-WfRecord($i) {
     Write-WfToken 'op' $i 'applied'
   } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
 }
+function Expand-WfUpload([string]$staged) { $packed = $staged + '.winfleet-gz'; if (-not [System.IO.File]::Exists($packed)) { return }; $in = $null; $out = $null
+  try { $in = [System.IO.File]::OpenRead($packed); $out = [System.IO.File]::Create($staged); (New-Object System.IO.Compression.GZipStream($in, [System.IO.Compression.CompressionMode]::Decompress)).CopyTo($out); $out.Dispose(); $out = $null }
+  catch { if ($null -ne $out) { $out.Dispose() }; [System.IO.File]::Delete($staged) } finally { if ($null -ne $in) { $in.Dispose() }; [System.IO.File]::Delete($packed) } }
 function Complete-WfUploads($list) {
   foreach ($u in $list) {
     try {
-      $staged = [System.IO.Path]::Combine($u.d, '.winfleet-staging', $u.n)
-      $target = [System.IO.Path]::Combine($u.d, $u.n)
+      $staged = [System.IO.Path]::Combine($u.d, '.winfleet-staging', $u.n); $target = [System.IO.Path]::Combine($u.d, $u.n); Expand-WfUpload $staged
       if (-not [System.IO.File]::Exists($staged)) { Write-WfToken 'op' $u.i 'failed' 'the upload did not arrive'; continue }
       $sum = (Get-FileHash -Algorithm SHA256 -LiteralPath $staged).Hash.ToLowerInvariant()
       if ($sum -cne $u.s) {

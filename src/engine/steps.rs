@@ -13,7 +13,7 @@ use crate::node::NodeSpec;
 use crate::node::facts::NodeFacts;
 use crate::node::outcome::{ApplyReport, Outcome, parse_report};
 use crate::node::plan::Change;
-use crate::ssh::sftp::Upload;
+use crate::ssh::sftp::{Packed, Upload, wire};
 use crate::ssh::{Conversation, Pool, Target};
 
 /// What the observation asks about the lifecycle: every payload and
@@ -63,7 +63,7 @@ pub struct Work<'a> {
 pub struct Applied {
     /// One outcome per change, registry changes first.
     pub outcomes: Vec<Outcome>,
-    /// Bytes sent over SFTP.
+    /// Bytes sent over SFTP (a compressed file's encoded bytes).
     pub uploaded: u64,
 }
 
@@ -83,16 +83,13 @@ pub async fn apply(work: &Work<'_>) -> Result<Applied, (Stage, String)> {
         }
     }
     let shell = work.spec.shell;
-    let uploads: Vec<Upload> = work
-        .lifecycle
-        .iter()
-        .filter_map(|c| match c {
-            LifecycleChange::Upload { file, .. } => {
-                Some(Upload { source: file.source.clone(), remote: staged(&file.path, shell), mode: file.mode })
-            }
-            _ => None,
-        })
-        .collect();
+    let mut uploads: Vec<Packed> = Vec::new();
+    for change in work.lifecycle {
+        if let LifecycleChange::Upload { file, .. } = change {
+            let upload = Upload { source: file.source.clone(), remote: staged(&file.path, shell), mode: file.mode };
+            uploads.push(Packed { upload, gzip: wire::packed(&file.source, &file.sha256).await });
+        }
+    }
     let mut uploaded = 0;
     if !uploads.is_empty() {
         uploaded =

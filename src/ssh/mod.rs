@@ -329,7 +329,7 @@ impl Pool {
     /// Uploads `files` to `target` over SFTP on its pooled connection
     /// (connecting if needed); returns the bytes sent. Never retried within
     /// a round: the next round observes what arrived.
-    pub async fn upload(&self, target: &Target, files: &[sftp::Upload]) -> Result<u64, SshError> {
+    pub async fn upload<F: sftp::Outgoing>(&self, target: &Target, files: &[F]) -> Result<u64, SshError> {
         let cached = self.sessions.lock().await.get(target).cloned();
         let session = match cached {
             Some(session) if !session.is_closed() => session,

@@ -1,7 +1,11 @@
 //! Uploading files over SFTP on a node's existing connection (WMCO-SPEC
-//! 8.4: SFTP, never scp), with many writes in flight per file.
+//! 8.4: SFTP, never scp), with many writes in flight per file; payload
+//! files gzip-encoded where that pays ([`wire`]).
+
+pub mod wire;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use russh_sftp::client::{Config, SftpSession};
@@ -22,14 +26,50 @@ pub struct Upload {
     pub mode: u32,
 }
 
+/// An upload whose bytes may be sent gzip-encoded.
+#[derive(Clone, Debug)]
+pub struct Packed {
+    /// The file and where it goes.
+    pub upload: Upload,
+    /// The encoded bytes ([`wire::packed`]), sent to the remote path with
+    /// [`wire::SUFFIX`] added; `None` sends the file as it is.
+    pub gzip: Option<Arc<Vec<u8>>>,
+}
+
+/// What [`Session::upload`] sends: a file as it is, or [`Packed`].
+pub trait Outgoing: Sync {
+    /// The file and where it goes.
+    fn upload(&self) -> &Upload;
+    /// The gzip-encoded bytes to send instead of the file, if any.
+    fn gzip(&self) -> Option<&[u8]> {
+        None
+    }
+}
+
+impl Outgoing for Upload {
+    fn upload(&self) -> &Upload {
+        self
+    }
+}
+
+impl Outgoing for Packed {
+    fn upload(&self) -> &Upload {
+        &self.upload
+    }
+    fn gzip(&self) -> Option<&[u8]> {
+        self.gzip.as_deref().map(Vec::as_slice)
+    }
+}
+
 /// Writes in flight per file, and the size of each.
 const IN_FLIGHT: usize = 64;
 const CHUNK: u32 = 64 * 1024;
 
 impl Session {
     /// Uploads `files` in order over one SFTP channel; returns the bytes
-    /// sent. The first failure stops the upload and names the file.
-    pub async fn upload(&self, files: &[Upload], timeout: Duration) -> Result<u64, SshError> {
+    /// sent (the encoded ones for a packed file). The first failure stops
+    /// the upload and names the file.
+    pub async fn upload<F: Outgoing>(&self, files: &[F], timeout: Duration) -> Result<u64, SshError> {
         let target = self.target().to_string();
         let protocol = |source| SshError::Protocol { target: target.clone(), source };
         let channel = self.handle().channel_open_session().await.map_err(protocol)?;
@@ -52,9 +92,13 @@ impl Session {
             .map_err(sftp_error("starting SFTP".into()))?;
         let mut sent = 0u64;
         for file in files {
-            sent += send(&sftp, file).await.map_err(|reason| SshError::Transfer {
+            let result = match file.gzip() {
+                Some(bytes) => send_bytes(&sftp, file.upload(), bytes).await,
+                None => send(&sftp, file.upload()).await,
+            };
+            sent += result.map_err(|reason| SshError::Transfer {
                 target: self.target().to_string(),
-                what: format!("uploading {}", file.remote),
+                what: format!("uploading {}", file.upload().remote),
                 reason,
             })?;
         }
@@ -63,12 +107,25 @@ impl Session {
     }
 }
 
+async fn open(sftp: &SftpSession, path: &str, mode: u32) -> Result<russh_sftp::client::fs::File, String> {
+    let attributes = FileAttributes { permissions: Some(mode), ..FileAttributes::empty() };
+    let flags = OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE;
+    sftp.open_with_flags_and_attributes(path, flags, attributes).await.map_err(|e| e.to_string())
+}
+
+/// Sends encoded bytes to the remote path with [`wire::SUFFIX`] added.
+async fn send_bytes(sftp: &SftpSession, file: &Upload, bytes: &[u8]) -> Result<u64, String> {
+    let mut remote = open(sftp, &format!("{}{}", file.remote, wire::SUFFIX), file.mode).await?;
+    for chunk in bytes.chunks(1 << 20) {
+        remote.write_all(chunk).await.map_err(|e| e.to_string())?;
+    }
+    remote.shutdown().await.map_err(|e| e.to_string())?;
+    Ok(bytes.len() as u64)
+}
+
 async fn send(sftp: &SftpSession, file: &Upload) -> Result<u64, String> {
     let mut local = tokio::fs::File::open(&file.source).await.map_err(|e| format!("{}: {e}", file.source.display()))?;
-    let attributes = FileAttributes { permissions: Some(file.mode), ..FileAttributes::empty() };
-    let flags = OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE;
-    let mut remote =
-        sftp.open_with_flags_and_attributes(&file.remote, flags, attributes).await.map_err(|e| e.to_string())?;
+    let mut remote = open(sftp, &file.remote, file.mode).await?;
     let mut buf = vec![0u8; 1 << 20];
     let mut sent = 0u64;
     loop {
