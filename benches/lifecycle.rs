@@ -265,6 +265,14 @@ fn main() {
             100.0 * scp.as_secs_f64() / configure.as_secs_f64()
         );
         println!("  winfleet's following no-op round: {} ({} sent)", secs(noop), mib(noop_sent));
+        let per_node = |bytes: u64| format!("{:.2} MiB", bytes as f64 / f64::from(1u32 << 20));
+        println!(
+            "  bytes on the wire per node: winfleet {} (gzip where it pays), WMCO's .tar.gz {} ({:+.1}%), the files {}",
+            per_node(sent / nodes as u64),
+            per_node(archived),
+            100.0 * ((sent / nodes as u64) as f64 / archived as f64 - 1.0),
+            per_node(payload.size())
+        );
 
         let changed = env("CHANGED", 10);
         let wmco_nodes = env("WMCO_NODES", 10).min(nodes);

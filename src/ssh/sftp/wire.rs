@@ -44,7 +44,7 @@ pub fn encode(name: &str, data: &[u8]) -> Option<Vec<u8>> {
     if data.len() < MIN_SIZE || already_compressed(name) {
         return None;
     }
-    let mut encoder = GzEncoder::new(Vec::with_capacity(data.len() / 2), Compression::default());
+    let mut encoder = GzEncoder::new(Vec::with_capacity(data.len() / 2), Compression::best());
     encoder.write_all(data).ok()?;
     let packed = encoder.finish().ok()?;
     let limit = data.len() as u64 * (100 - MIN_SAVING_PERCENT) / 100;
