@@ -1,4 +1,4 @@
-//! winfleet's `Fleet`: settings of the repository (README, "The config repository"; field names are
+//! winfleet's `Fleet`: settings of the repository (docs/config-repository.md; field names are
 //! a contract).
 
 use serde::Deserialize;

@@ -1,5 +1,5 @@
 //! winfleet's `WindowsInstanceList`: BYOH instances with per-instance
-//! settings (README, "The config repository"; field names are a contract).
+//! settings (docs/config-repository.md; field names are a contract).
 
 use std::collections::BTreeMap;
 
