@@ -14,10 +14,10 @@ pub fn run(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
     else {
         return Ok(ExitCode::from(1));
     };
-    output::out(&match args.output {
-        RoundFormat::Json => report.render_json(),
-        RoundFormat::Text => report.render_text(),
-    });
+    match args.output {
+        RoundFormat::Json => output::out(&report.render_json()),
+        RoundFormat::Text => output::out_plan(&report.render_text()),
+    }
     Ok(ExitCode::from(match (report.failed(), args.dry_run && report.has_changes()) {
         (true, _) => 1,
         (false, true) => 2,

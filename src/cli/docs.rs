@@ -84,14 +84,17 @@ fn environment(command: &clap::Command) -> String {
         section.push_str(&format!(".TP\n\\fB{}\\fR\n{}: {}\n", roff(&var), roff(&flag), roff(&help)));
     }
     section.push_str(".TP\n\\fBRUST_LOG\\fR\nThe log filter (e.g. winfleet=debug).\n");
-    for (var, help) in POST_ENVIRONMENT {
+    for (var, help) in MORE_ENVIRONMENT {
         section.push_str(&format!(".TP\n\\fB{}\\fR\n{}\n", roff(var), roff(help)));
     }
     section
 }
 
-/// What `plan --post` reads from the CI (src/cli/post/forge.rs).
-const POST_ENVIRONMENT: [(&str, &str); 9] = [
+/// Colour (src/cli/colour.rs) and what `plan --post` reads from the CI
+/// (src/cli/post/forge.rs).
+const MORE_ENVIRONMENT: [(&str, &str); 11] = [
+    ("NO_COLOR", "set and not empty: no colour, even on a terminal"),
+    ("CLICOLOR_FORCE", "set and not 0: colour without a terminal (NO_COLOR still wins)"),
     ("GITHUB_TOKEN, GH_TOKEN", "plan --post github: the token (pull-requests: write)"),
     ("GITHUB_API_URL", "plan --post github: the API (default https://api.github.com)"),
     ("GITHUB_REPOSITORY", "plan --post github: owner/repository"),

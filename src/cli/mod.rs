@@ -3,6 +3,7 @@
 //! binary.
 
 mod apply;
+mod colour;
 mod control;
 mod docs;
 mod import;

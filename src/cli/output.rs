@@ -10,6 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use winfleet::diagnostic::Diagnostic;
 
+use super::colour::{self, Stream};
+
 /// Whether stderr messages are JSON log events (`--log-format json`).
 static JSON: AtomicBool = AtomicBool::new(false);
 
@@ -25,6 +27,16 @@ fn json() -> bool {
 /// Writes text to stdout as is.
 pub fn out(text: &str) {
     let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+/// Writes a text plan or round report to stdout, coloured on a terminal.
+pub fn out_plan(text: &str) {
+    if colour::enabled(Stream::Stdout) { out(&colour::plan(text)) } else { out(text) }
+}
+
+/// Writes `winfleet status`'s table to stdout, coloured on a terminal.
+pub fn out_status(text: &str) {
+    if colour::enabled(Stream::Stdout) { out(&colour::status(text)) } else { out(text) }
 }
 
 /// Says something went wrong (an ERROR event in JSON).
@@ -88,12 +100,15 @@ pub fn diagnostics(diagnostics: &[Diagnostic]) {
         }
         return;
     }
+    let coloured = colour::enabled(Stream::Stderr);
+    let paint = |line: String, error: bool| if coloured { colour::diagnostic(&line, error) } else { line };
     let mut err = std::io::stderr().lock();
     for d in shown {
-        let _ = writeln!(err, "{d}");
+        let _ = writeln!(err, "{}", paint(d.to_string(), d.is_error()));
     }
     for (d, more) in folded {
-        let _ = writeln!(err, "{}: {more} more like this, from {}: {}", d.path, d.pointer, d.message);
+        let line = format!("{}: {more} more like this, from {}: {}", d.path, d.pointer, d.message);
+        let _ = writeln!(err, "{}", paint(line, d.is_error()));
     }
 }
 

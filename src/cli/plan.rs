@@ -53,11 +53,11 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     plan.head = head_snapshot.revision;
     plan.warnings.splice(0..0, warnings);
     plan.warnings_before = warnings_before;
-    output::out(&match args.output {
-        Format::Text => text::render(&plan),
-        Format::Markdown => markdown::render_within(&plan, args.max_bytes),
-        Format::Json => json::render(&plan),
-    });
+    match args.output {
+        Format::Text => output::out_plan(&text::render(&plan)),
+        Format::Markdown => output::out(&markdown::render_within(&plan, args.max_bytes)),
+        Format::Json => output::out(&json::render(&plan)),
+    }
     if !posted(args, || markdown::render_within(&plan, args.max_bytes)) {
         return Ok(ExitCode::from(1));
     }
@@ -104,11 +104,11 @@ fn run_live(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let Some(report) = live::round(&args.repo, args.path.as_deref(), Some(&args.head), &args.round, true)? else {
         return Ok(ExitCode::from(1));
     };
-    output::out(&match args.output {
-        Format::Text => report.render_text(),
-        Format::Markdown => live_markdown(&report.render_text(), args.max_bytes),
-        Format::Json => report.render_json(),
-    });
+    match args.output {
+        Format::Text => output::out_plan(&report.render_text()),
+        Format::Markdown => output::out(&live_markdown(&report.render_text(), args.max_bytes)),
+        Format::Json => output::out(&report.render_json()),
+    }
     if !posted(args, || live_markdown(&report.render_text(), args.max_bytes)) {
         return Ok(ExitCode::from(1));
     }

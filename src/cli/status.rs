@@ -36,7 +36,7 @@ pub fn run(args: &StatusArgs) -> anyhow::Result<ExitCode> {
     };
     let status = from_files(&published.files);
     match args.output {
-        StatusFormat::Table => output::out(&table(&status)),
+        StatusFormat::Table => output::out_status(&table(&status)),
         StatusFormat::Json => output::out(&json(&status, &published.refname, &published.commit)),
     }
     Ok(if all_ready(&status) { ExitCode::SUCCESS } else { ExitCode::from(NOT_READY) })

@@ -1,0 +1,173 @@
+//! Colour for people at a terminal: plan symbols, status phases and
+//! diagnostics. Only when the stream is a terminal and `NO_COLOR` is unset
+//! or empty (<https://no-color.org>); `CLICOLOR_FORCE` set to anything but
+//! `0` forces it without a terminal (as cargo and many tools honour), and
+//! `NO_COLOR` still wins. JSON and markdown are never coloured. The
+//! renderers stay plain: colour is added to their lines here.
+
+use std::io::IsTerminal;
+
+const RED: &str = "\x1b[31m";
+const GREEN: &str = "\x1b[32m";
+const YELLOW: &str = "\x1b[33m";
+const CYAN: &str = "\x1b[36m";
+const BOLD: &str = "\x1b[1m";
+const DIM: &str = "\x1b[2m";
+const RESET: &str = "\x1b[0m";
+
+/// Which stream the text goes to.
+#[derive(Clone, Copy, Debug)]
+pub enum Stream {
+    /// Results.
+    Stdout,
+    /// Messages and diagnostics.
+    Stderr,
+}
+
+/// Whether to colour what goes to `stream`.
+pub fn enabled(stream: Stream) -> bool {
+    let terminal = match stream {
+        Stream::Stdout => std::io::stdout().is_terminal(),
+        Stream::Stderr => std::io::stderr().is_terminal(),
+    };
+    decide(terminal, std::env::var("NO_COLOR").ok(), std::env::var("CLICOLOR_FORCE").ok())
+}
+
+fn decide(terminal: bool, no_color: Option<String>, force: Option<String>) -> bool {
+    if no_color.is_some_and(|v| !v.is_empty()) {
+        return false;
+    }
+    terminal || force.is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+fn paint(colour: &str, text: &str) -> String {
+    format!("{colour}{text}{RESET}")
+}
+
+/// A text plan or round report: additions green, removals red, changes
+/// and warnings yellow, diff hunks cyan, the summary bold.
+pub fn plan(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for line in text.split_inclusive('\n') {
+        let (body, end) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
+        let trimmed = body.trim_start();
+        let colour = if trimmed.starts_with("+++") || trimmed.starts_with("---") {
+            Some(BOLD)
+        } else if trimmed.starts_with('+') {
+            Some(GREEN)
+        } else if trimmed.starts_with('-') {
+            Some(RED)
+        } else if trimmed.starts_with("~ ") || trimmed.starts_with("! ") {
+            Some(YELLOW)
+        } else if trimmed.starts_with("@@") {
+            Some(CYAN)
+        } else if trimmed.starts_with("Plan:") {
+            Some(BOLD)
+        } else {
+            None
+        };
+        match colour {
+            Some(c) if !body.is_empty() => out.push_str(&paint(c, body)),
+            _ => out.push_str(body),
+        }
+        out.push_str(end);
+    }
+    out
+}
+
+fn phase_colour(phase: &str) -> Option<&'static str> {
+    Some(match phase {
+        "Ready" => GREEN,
+        "Failed" | "Conflict" => RED,
+        "Progressing" | "Waiting" | "Drifted" => YELLOW,
+        "Unknown" => DIM,
+        _ => return None,
+    })
+}
+
+/// `winfleet status`'s table: the word in each table's PHASE column.
+pub fn status(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    let mut column: Option<usize> = None;
+    for line in text.split_inclusive('\n') {
+        let (body, end) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
+        if body.trim().is_empty() {
+            column = None;
+        } else if let Some(at) = body.find(" PHASE ").map(|i| i + 1).filter(|_| body.chars().all(|c| !c.is_lowercase()))
+        {
+            column = Some(at);
+        } else if let Some(at) = column
+            && let Some(rest) = body.get(at..)
+        {
+            let word = rest.split(' ').next().unwrap_or_default();
+            if let Some(c) = phase_colour(word) {
+                out.push_str(&body[..at]);
+                out.push_str(&paint(c, word));
+                out.push_str(&rest[word.len()..]);
+                out.push_str(end);
+                continue;
+            }
+        }
+        out.push_str(body);
+        out.push_str(end);
+    }
+    out
+}
+
+/// A diagnostic line: red for an error, yellow for a warning.
+pub fn diagnostic(line: &str, error: bool) -> String {
+    paint(if error { RED } else { YELLOW }, line)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn colour_needs_a_terminal_or_a_force_and_no_color_wins() {
+        assert!(decide(true, None, None));
+        assert!(!decide(false, None, None));
+        assert!(decide(false, None, Some("1".into())));
+        assert!(!decide(false, None, Some("0".into())));
+        assert!(!decide(true, Some("1".into()), Some("1".into())));
+        assert!(decide(true, Some(String::new()), None));
+    }
+
+    #[test]
+    fn plan_lines_are_coloured_by_their_symbol() {
+        let text = "Instances:\n  + 10.0.0.1\n  - 10.0.0.2\n  ~ a\n      --- base: x\n      -old\n      +new\n\
+                    \n  ! warn\nPlan: 1 to configure\n";
+        let out = plan(text);
+        assert!(out.contains(&format!("{GREEN}  + 10.0.0.1{RESET}\n")), "{out:?}");
+        assert!(out.contains(&format!("{RED}  - 10.0.0.2{RESET}\n")), "{out:?}");
+        assert!(out.contains(&format!("{YELLOW}  ~ a{RESET}\n")), "{out:?}");
+        assert!(out.contains(&format!("{BOLD}      --- base: x{RESET}\n")), "{out:?}");
+        assert!(out.contains(&format!("{RED}      -old{RESET}\n{GREEN}      +new{RESET}\n\n")), "{out:?}");
+        assert!(out.starts_with("Instances:\n") && out.ends_with(&format!("{BOLD}Plan: 1 to configure{RESET}\n")));
+        assert_eq!(strip(&out), text);
+    }
+
+    #[test]
+    fn only_the_phase_column_of_the_tables_is_coloured() {
+        let text = "Last round: Succeeded\n\nADDRESS   PHASE   NODE  MESSAGE\n10.0.0.1  Ready   n1    Ready at rev\n\
+                    10.0.0.2  Failed  n2    -\n\nMACHINESET  PHASE        MESSAGE\nws          Progressing  Ready soon\n";
+        let out = status(text);
+        assert!(out.contains(&format!("10.0.0.1  {GREEN}Ready{RESET}   n1    Ready at rev\n")), "{out:?}");
+        assert!(out.contains(&format!("10.0.0.2  {RED}Failed{RESET}  n2")), "{out:?}");
+        assert!(out.contains(&format!("ws          {YELLOW}Progressing{RESET}  Ready soon")), "{out:?}");
+        assert!(out.starts_with("Last round: Succeeded\n"), "{out:?}");
+        assert_eq!(strip(&out), text);
+    }
+
+    fn strip(text: &str) -> String {
+        let mut out = String::new();
+        let mut rest = text;
+        while let Some(at) = rest.find('\x1b') {
+            out.push_str(&rest[..at]);
+            let after = &rest[at..];
+            rest = after.find('m').map_or("", |m| &after[m + 1..]);
+        }
+        out.push_str(rest);
+        out
+    }
+}
