@@ -19,7 +19,6 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
-use kube::discovery::{Scope, pinned_kind};
 use serde_json::{Value, json};
 
 use crate::controlplane::{self, Backend, TestApi};
@@ -68,7 +67,11 @@ impl DemoCluster {
             }
         };
         let api = runtime.block_on(TestApi::start(backend)).expect("the control plane was built above");
-        let client = api.client();
+        // A kube client starts its buffer task: inside the runtime.
+        let client = {
+            let _entered = runtime.enter();
+            api.client()
+        };
         runtime.block_on(async {
             patch_status(&client, "Infrastructure", json!({"infrastructureName": INFRASTRUCTURE})).await;
             patch_status(&client, "Proxy", json!({"noProxy": ".cluster.local,10.128.0.0/14"})).await;
@@ -118,7 +121,7 @@ impl DemoCluster {
     }
 
     fn list(&self, api_version: &str, kind: &str) -> Vec<Value> {
-        self.runtime.block_on(list(&self.api.client(), api_version, kind))
+        self.runtime.block_on(async { list(&self.api.client(), api_version, kind).await })
     }
 
     /// The Nodes, as `oc get nodes -L` would show what winfleet set.
@@ -207,12 +210,21 @@ impl DemoCluster {
     }
 }
 
+/// The API resource of `kind` (no discovery: the in-memory API server
+/// serves none), its plural as Kubernetes forms it for these kinds.
+fn resource(group: &str, version: &str, kind: &str) -> kube::api::ApiResource {
+    let lower = kind.to_ascii_lowercase();
+    let plural = match lower.strip_suffix('y') {
+        Some(stem) => format!("{stem}ies"),
+        None => format!("{lower}s"),
+    };
+    controlplane::resource(group, version, kind, &plural)
+}
+
 /// Every object of a kind, in every namespace, as JSON.
 async fn list(client: &kube::Client, api_version: &str, kind: &str) -> Vec<Value> {
     let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
-    let gvk = kube::api::GroupVersionKind::gvk(group, version, kind);
-    let Ok((resource, _)) = pinned_kind(client, &gvk).await else { return Vec::new() };
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(group, version, kind));
     let items = api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default();
     items.into_iter().map(|o| serde_json::to_value(o).unwrap()).collect()
 }
@@ -220,10 +232,7 @@ async fn list(client: &kube::Client, api_version: &str, kind: &str) -> Vec<Value
 /// Merges `status` into the cluster-scoped config.openshift.io object
 /// `cluster` of `kind`, through its status subresource.
 async fn patch_status(client: &kube::Client, kind: &str, status: Value) {
-    let gvk = kube::api::GroupVersionKind::gvk("config.openshift.io", "v1", kind);
-    let (resource, caps) = pinned_kind(client, &gvk).await.unwrap();
-    assert!(matches!(caps.scope, Scope::Cluster));
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource("config.openshift.io", "v1", kind));
     api.patch_status("cluster", &PatchParams::default(), &Patch::Merge(json!({ "status": status })))
         .await
         .unwrap_or_else(|e| panic!("setting the {kind} status: {e}"));
