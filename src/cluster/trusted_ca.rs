@@ -13,10 +13,11 @@
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
+use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 
 use super::apply::api_error;
+use super::observe::proxy_resource;
 use crate::lifecycle::trusted_ca::{BUNDLE_KEY, TrustedCa, certificates};
 
 /// The namespace of the ConfigMap the Proxy names.
@@ -24,10 +25,7 @@ pub const CONFIG_NAMESPACE: &str = "openshift-config";
 
 /// Reads the bundle; the error names the object and field that failed.
 pub async fn read(client: &Client) -> Result<TrustedCa, String> {
-    let proxies: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("config.openshift.io", "v1", "Proxy"), "proxies"),
-    );
+    let proxies: Api<DynamicObject> = Api::all_with(client.clone(), &proxy_resource());
     let proxy = match proxies.get_opt("cluster").await {
         Ok(Some(proxy)) => proxy,
         Ok(None) => return Ok(TrustedCa::default()),
