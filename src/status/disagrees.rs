@@ -26,17 +26,7 @@ pub fn conditions(previous: &[Condition], cluster: Option<&ClusterReport>, now: 
         );
         (true, "RepositoryDiffers", message)
     };
-    let last_transition_time = match before {
-        Some(b) if b.status == status => b.last_transition_time,
-        _ => now,
-    };
-    vec![Condition {
-        kind: ConditionType::ClusterDisagrees,
-        status,
-        reason: reason.to_owned(),
-        message,
-        last_transition_time,
-    }]
+    vec![Condition::after(previous, ConditionType::ClusterDisagrees, status, reason, message, now)]
 }
 
 #[cfg(test)]

@@ -232,6 +232,23 @@ pub struct Condition {
     pub last_transition_time: jiff::Timestamp,
 }
 
+impl Condition {
+    /// The condition as a round finds it: its `last_transition_time` is
+    /// kept from `previous` while its status is unchanged, `now` otherwise.
+    pub fn after(
+        previous: &[Condition],
+        kind: ConditionType,
+        status: bool,
+        reason: &str,
+        message: String,
+        now: jiff::Timestamp,
+    ) -> Condition {
+        let last_transition_time =
+            previous.iter().find(|c| c.kind == kind && c.status == status).map_or(now, |c| c.last_transition_time);
+        Condition { kind, status, reason: reason.to_owned(), message, last_transition_time }
+    }
+}
+
 /// `instances/<address>.yaml`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, rename_all = "camelCase")]

@@ -244,9 +244,7 @@ fn conditions<P>(
     now: jiff::Timestamp,
 ) -> Vec<Condition> {
     let make = |kind, status: bool, reason: &str, message: &str| {
-        let last_transition_time =
-            previous.iter().find(|c| c.kind == kind && c.status == status).map_or(now, |c| c.last_transition_time);
-        Condition { kind, status, reason: reason.to_owned(), message: message.to_owned(), last_transition_time }
+        Condition::after(previous, kind, status, reason, message.to_owned(), now)
     };
     let ready = make(ConditionType::Ready, ready, v.reason, &v.message);
     // The message is on Ready (and Stalled) already; once is enough.
