@@ -15,10 +15,9 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
+use support::bench_checks::{assert_all_joined, assert_quiet, on_node};
 use support::controlplane::{Backend, resource};
 use support::join::{Bench, bench, logs};
-use winfleet::cluster::join::JoinResult;
-use winfleet::engine::report::NodeResult;
 use winfleet::lifecycle::material::KUBELET_CA;
 use winfleet::vocab::Shell;
 
@@ -44,7 +43,7 @@ fn kubelet_cas(bench: &Bench) -> Vec<String> {
         .nodes
         .iter()
         .map(|n| {
-            let file = if path.starts_with('/') { std::path::PathBuf::from(&path) } else { n.path(&path) };
+            let file = on_node(n, &path);
             std::fs::read_to_string(&file).unwrap_or_else(|e| panic!("{}: {e}", file.display()))
         })
         .collect()
@@ -52,13 +51,7 @@ fn kubelet_cas(bench: &Bench) -> Vec<String> {
 
 async fn a_rotated_kubelet_ca_reaches_every_node(bench: Bench) {
     let report = bench.round().await;
-    let joins = &report.cluster.as_ref().unwrap().joins;
-    assert!(
-        joins.len() == 2 && joins.iter().all(|j| j.result == JoinResult::Joined),
-        "{}\n{}",
-        report.render_text(),
-        logs(&bench.fleet)
-    );
+    assert_all_joined(&bench.fleet, &report);
     let before = kubelet_cas(&bench);
     let pids: Vec<_> = bench.fleet.nodes.iter().map(|n| n.service_pids()).collect();
 
@@ -80,11 +73,7 @@ async fn a_rotated_kubelet_ca_reaches_every_node(bench: Bench) {
     let now: Vec<_> = bench.fleet.nodes.iter().map(|n| n.service_pids()).collect();
     assert_eq!(now, pids, "no service restarted for a new client CA");
 
-    let quiet = bench.round().await;
-    for node in &quiet.nodes {
-        let NodeResult::Done { operations, .. } = &node.result else { panic!("{node:?}") };
-        assert!(operations.is_empty(), "the next round writes nothing on {}: {operations:#?}", node.address);
-    }
+    assert_quiet(&bench.round().await);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

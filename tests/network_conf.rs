@@ -18,9 +18,9 @@ mod support;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use support::bench_checks::{assert_all_joined, assert_quiet};
 use support::controlplane::{Backend, SERVICE_NETWORK, resource};
 use support::join::{Bench, bench, logs};
-use winfleet::cluster::join::JoinResult;
 use winfleet::engine::report::NodeResult;
 use winfleet::lifecycle::change::LifecycleChange;
 use winfleet::lifecycle::facts::{FileFact, LifecycleFacts, ServiceFact};
@@ -230,13 +230,6 @@ fn units(bench: &Bench) -> Vec<String> {
     bench.fleet.nodes.iter().map(|n| n.read("units/hybrid-overlay-node.service").unwrap_or_default()).collect()
 }
 
-fn assert_quiet(report: &winfleet::reconcile::report::RoundReport) {
-    for node in &report.nodes {
-        let NodeResult::Done { operations, .. } = &node.result else { panic!("{node:?}") };
-        assert!(operations.is_empty(), "the next round writes nothing on {}: {operations:#?}", node.address);
-    }
-}
-
 /// A dry run (what `plan --live` runs): every node's operations name `what`.
 async fn planned_on_every_node(bench: &mut Bench, what: &str) {
     bench.options.dry_run = true;
@@ -256,13 +249,7 @@ async fn a_network_change_reaches_every_node_in_the_next_round(mut bench: Bench)
     networks.create(&PostParams::default(), &object).await.unwrap();
 
     let report = bench.round().await;
-    let joins = &report.cluster.as_ref().unwrap().joins;
-    assert!(
-        joins.len() == 2 && joins.iter().all(|j| j.result == JoinResult::Joined),
-        "{}\n{}",
-        report.render_text(),
-        logs(&bench.fleet)
-    );
+    assert_all_joined(&bench.fleet, &report);
     assert_eq!(scripts(&bench), vec![network_conf_script(SERVICE_NETWORK); 2]);
     assert!(units(&bench).iter().all(|u| u.contains("--hybrid-overlay-vxlan-port 9898")), "{:?}", units(&bench));
 

@@ -18,18 +18,16 @@
 mod support;
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
+use support::bench_checks::{assert_all_joined, assert_quiet, on_node};
 use support::controlplane::{Backend, ControlPlane, resource};
 use support::identity::{install_identity, service_account_token};
 use support::join::{Bench, bench, logs};
 use winfleet::cluster::deconfigure::DeconfigureResult;
-use winfleet::cluster::join::JoinResult;
 use winfleet::dialect::{posix_lifecycle_apply, powershell_lifecycle};
 use winfleet::engine::host::SshHost;
-use winfleet::engine::report::NodeResult;
 use winfleet::lifecycle::change::LifecycleChange;
 use winfleet::lifecycle::manifest::ServicesManifest;
 use winfleet::lifecycle::trusted_ca::{self, BUNDLE, Certificate, TrustedCa, certificates};
@@ -54,11 +52,6 @@ fn ca(cn: &str) -> String {
     params.self_signed(&rcgen::KeyPair::generate().unwrap()).unwrap().pem()
 }
 
-/// A node path on the test node.
-fn local(node: &support::fleet::TestNode, path: &str) -> PathBuf {
-    if path.starts_with('/') { PathBuf::from(path) } else { node.path(path) }
-}
-
 /// What each node has: its ca-bundle.crt and the fingerprints in its store.
 fn on_nodes(bench: &Bench) -> Vec<(String, BTreeSet<String>)> {
     let spec = bench.desired.specs[&Shell::Posix].lifecycle.clone().unwrap();
@@ -69,12 +62,12 @@ fn on_nodes(bench: &Bench) -> Vec<(String, BTreeSet<String>)> {
         .nodes
         .iter()
         .map(|n| {
-            let bundle = std::fs::read_to_string(local(n, &spec.kube_path(BUNDLE))).unwrap();
+            let bundle = std::fs::read_to_string(on_node(n, &spec.kube_path(BUNDLE))).unwrap();
             let mut imported = BTreeSet::new();
-            for entry in std::fs::read_dir(local(n, &store)).unwrap() {
+            for entry in std::fs::read_dir(on_node(n, &store)).unwrap() {
                 let name = entry.unwrap().file_name().into_string().unwrap();
                 let Some(fp) = name.strip_prefix("winfleet-").and_then(|f| f.strip_suffix(".crt")) else { continue };
-                let pem = std::fs::read_to_string(local(n, &format!("{store}/{name}"))).unwrap();
+                let pem = std::fs::read_to_string(on_node(n, &format!("{store}/{name}"))).unwrap();
                 assert_eq!(certificates(&pem).unwrap()[0].sha256, fp, "{name} holds the certificate it names");
                 imported.insert(fp.to_owned());
             }
@@ -103,14 +96,6 @@ async fn plan_live(bench: &Bench) -> String {
     report.render_text()
 }
 
-async fn quiet(bench: &Bench) {
-    let quiet = bench.round().await;
-    for node in &quiet.nodes {
-        let NodeResult::Done { operations, .. } = &node.result else { panic!("{node:?}") };
-        assert!(operations.is_empty(), "the next round writes nothing on {}: {operations:#?}", node.address);
-    }
-}
-
 fn shown(certs: &[Certificate]) -> String {
     trusted_ca::describe(certs)
 }
@@ -132,13 +117,7 @@ async fn name_in_proxy(bench: &Bench, name: &str) {
 
 async fn a_trusted_ca_is_added_changed_and_removed(bench: Bench) {
     let report = bench.round().await;
-    let joins = &report.cluster.as_ref().unwrap().joins;
-    assert!(
-        joins.len() == 2 && joins.iter().all(|j| j.result == JoinResult::Joined),
-        "{}\n{}",
-        report.render_text(),
-        logs(&bench.fleet)
-    );
+    assert_all_joined(&bench.fleet, &report);
     expect(&bench, "", &report);
     let pids: Vec<_> = bench.fleet.nodes.iter().map(|n| n.service_pids()).collect();
 
@@ -158,7 +137,7 @@ async fn a_trusted_ca_is_added_changed_and_removed(bench: Bench) {
     assert!(!report.failed(), "{}\n{}", report.render_text(), logs(&bench.fleet));
     assert!(!report.render_text().contains(a.lines().nth(1).unwrap()), "no PEM text in a report");
     expect(&bench, &first, &report);
-    quiet(&bench).await;
+    assert_quiet(&bench.round().await);
 
     // Changed: a replaced by b and c.
     let second = format!("{b}{c}");
@@ -168,7 +147,7 @@ async fn a_trusted_ca_is_added_changed_and_removed(bench: Bench) {
     let report = bench.round().await;
     assert!(!report.failed(), "{}\n{}", report.render_text(), logs(&bench.fleet));
     expect(&bench, &second, &report);
-    quiet(&bench).await;
+    assert_quiet(&bench.round().await);
 
     // Removed: the Proxy names no trusted CA any more.
     name_in_proxy(&bench, "").await;
@@ -177,7 +156,7 @@ async fn a_trusted_ca_is_added_changed_and_removed(bench: Bench) {
     let report = bench.round().await;
     assert!(!report.failed(), "{}\n{}", report.render_text(), logs(&bench.fleet));
     expect(&bench, "", &report);
-    quiet(&bench).await;
+    assert_quiet(&bench.round().await);
 
     let now: Vec<_> = bench.fleet.nodes.iter().map(|n| n.service_pids()).collect();
     assert_eq!(now, pids, "no service restarted for a trust change");
@@ -213,10 +192,10 @@ async fn deconfigure_first(mut bench: Bench) {
     let record = trusted_ca::record_path(&spec);
     let store = record.rsplit_once('/').unwrap().0.to_owned();
     let (gone, kept) = (&bench.fleet.nodes[0], &bench.fleet.nodes[1]);
-    assert!(!local(gone, &spec.kube_path(BUNDLE)).exists(), "ca-bundle.crt removed");
-    assert!(!local(gone, &store).exists(), "the imported certificates, the record and their directory removed");
+    assert!(!on_node(gone, &spec.kube_path(BUNDLE)).exists(), "ca-bundle.crt removed");
+    assert!(!on_node(gone, &store).exists(), "the imported certificates, the record and their directory removed");
     assert_eq!(
-        std::fs::read_dir(local(kept, &store)).unwrap().count(),
+        std::fs::read_dir(on_node(kept, &store)).unwrap().count(),
         3,
         "the other node keeps its two and the record"
     );

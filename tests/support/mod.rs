@@ -137,6 +137,7 @@ pub fn winfleet(args: &[&str]) -> (i32, String, String) {
 }
 pub mod api;
 pub mod apiserver;
+pub mod bench_checks;
 pub mod cluster;
 pub mod containerd;
 pub mod controlplane;
