@@ -19,9 +19,11 @@
 use std::fmt::Write;
 
 use super::b64;
+use super::posix_lifecycle::split;
 use crate::lifecycle::GeneratedFile;
 use crate::lifecycle::change::LifecycleChange;
 use crate::lifecycle::trusted_ca::{certificates, is_record};
+use crate::vocab::Shell;
 
 /// Whether a lifecycle change is the import's (a write or removal of the
 /// import record).
@@ -67,7 +69,7 @@ pub fn powershell_line(i: usize, change: &LifecycleChange<'_>) -> Option<String>
 }
 
 fn powershell_write(i: usize, file: &GeneratedFile) -> String {
-    let (dir, name) = file.path.rsplit_once('\\').unwrap_or((".", &file.path));
+    let (dir, name) = split(&file.path, Shell::Powershell);
     let ders: Vec<String> = certificates(file.file.content())
         .unwrap_or_default()
         .iter()
