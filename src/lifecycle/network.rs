@@ -52,10 +52,14 @@ pub struct HybridNetwork {
 
 /// `network-conf.ps1` for `service_cidr`, byte for byte as WMCO writes it.
 pub fn network_conf_script(service_cidr: &str) -> String {
-    [("HNS_NETWORK", HNS_NETWORK), ("SERVICE_NETWORK_CIDR", service_cidr), ("HNS_MODULE_PATH", HNS_MODULE)]
-        .into_iter()
-        .chain([("CNI_CONFIG_PATH", CNI_CONFIG)])
-        .fold(TEMPLATE.to_owned(), |text, (key, value)| text.replace(key, value))
+    [
+        ("HNS_NETWORK", HNS_NETWORK),
+        ("SERVICE_NETWORK_CIDR", service_cidr),
+        ("HNS_MODULE_PATH", HNS_MODULE),
+        ("CNI_CONFIG_PATH", CNI_CONFIG),
+    ]
+    .into_iter()
+    .fold(TEMPLATE.to_owned(), |text, (key, value)| text.replace(key, value))
 }
 
 /// The generated network files of `spec`'s dialect.
