@@ -113,14 +113,6 @@ impl Target {
         self
     }
 
-    /// The forge's name for messages.
-    pub fn name(&self) -> &'static str {
-        match self.forge {
-            Forge::Github => "GitHub",
-            Forge::Gitlab => "GitLab",
-        }
-    }
-
     /// The API's base URL.
     pub fn api(&self) -> &str {
         &self.api

@@ -24,7 +24,7 @@ const TIMEOUT: Duration = Duration::from_secs(30);
 pub struct Client {
     hyper: Hyper<HttpsConnector<HttpConnector>, Full<Bytes>>,
     auth: (header::HeaderName, HeaderValue),
-    forge: &'static str,
+    forge: Forge,
 }
 
 impl Client {
@@ -45,7 +45,7 @@ impl Client {
         if !(target.api().starts_with("https://") || target.api().starts_with("http://")) {
             bail!("--post: the API URL {:?} is not an http(s):// URL", target.api());
         }
-        Ok(Self { hyper: Hyper::builder(TokioExecutor::new()).build(https), auth: (name, value), forge: target.name() })
+        Ok(Self { hyper: Hyper::builder(TokioExecutor::new()).build(https), auth: (name, value), forge: target.forge })
     }
 
     /// A GET; the answer's JSON.
@@ -76,9 +76,9 @@ impl Client {
             let bytes = response.into_body().collect().await.with_context(|| format!("{what}: reading the answer"))?;
             anyhow::Ok((status, bytes.to_bytes()))
         };
-        let (status, bytes) = tokio::time::timeout(TIMEOUT, answer)
-            .await
-            .with_context(|| format!("{what}: no answer from {} within {} s", self.forge, TIMEOUT.as_secs()))??;
+        let (status, bytes) = tokio::time::timeout(TIMEOUT, answer).await.with_context(|| {
+            format!("{what}: no answer from {} within {} s", self.forge.name(), TIMEOUT.as_secs())
+        })??;
         let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         if !status.is_success() {
             bail!("{what}: {}", refusal(self.forge, status, &json, &bytes));
@@ -89,7 +89,7 @@ impl Client {
 
 /// Why a forge refused, in its own words (`message`, GitHub's
 /// `errors[].message`) and what usually causes it.
-pub fn refusal(forge: &str, status: StatusCode, json: &Value, bytes: &[u8]) -> String {
+pub fn refusal(forge: Forge, status: StatusCode, json: &Value, bytes: &[u8]) -> String {
     let mut said: Vec<String> = Vec::new();
     match &json["message"] {
         Value::String(m) => said.push(m.clone()),
@@ -108,10 +108,10 @@ pub fn refusal(forge: &str, status: StatusCode, json: &Value, bytes: &[u8]) -> S
     let hint = match status {
         StatusCode::UNAUTHORIZED => " (the token is missing, expired or wrong)",
         StatusCode::FORBIDDEN => match forge {
-            "GitHub" => {
+            Forge::Github => {
                 " (the token may not write pull request comments: give the workflow `permissions: pull-requests: write`)"
             }
-            _ => {
+            Forge::Gitlab => {
                 " (the token may not write merge request notes: it needs the api scope and at least the Reporter role)"
             }
         },
@@ -121,5 +121,5 @@ pub fn refusal(forge: &str, status: StatusCode, json: &Value, bytes: &[u8]) -> S
         }
         _ => "",
     };
-    format!("{forge} answered {status}{said}{hint}")
+    format!("{} answered {status}{said}{hint}", forge.name())
 }

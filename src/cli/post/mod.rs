@@ -21,6 +21,16 @@ pub enum Forge {
     Gitlab,
 }
 
+impl Forge {
+    /// The forge's name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            Forge::Github => "GitHub",
+            Forge::Gitlab => "GitLab",
+        }
+    }
+}
+
 /// What posting did.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Posted {
