@@ -77,8 +77,7 @@ async fn find(client: &http::Client, target: &Target) -> anyhow::Result<Option<u
     for page in 1..=100 {
         let comments = client.read(&target.list(page), "listing the comments").await?;
         let comments = comments.as_array().context("the comments are not a list")?;
-        let ours = comments.iter().find(|c| c["body"].as_str().is_some_and(|b| b.trim_start().starts_with(MARKER)));
-        if let Some(id) = ours.and_then(|c| c["id"].as_u64()) {
+        if let Some(id) = plan_comment(comments) {
             return Ok(Some(id));
         }
         if comments.len() < forge::PER_PAGE {
@@ -86,4 +85,31 @@ async fn find(client: &http::Client, target: &Target) -> anyhow::Result<Option<u
         }
     }
     Ok(None)
+}
+
+/// The id of the first comment of a page that starts with the marker: the
+/// one plan comment, which posting updates. Pure.
+fn plan_comment(comments: &[serde_json::Value]) -> Option<u64> {
+    let ours = comments.iter().find(|c| c["body"].as_str().is_some_and(|b| b.trim_start().starts_with(MARKER)));
+    ours.and_then(|c| c["id"].as_u64())
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn the_plan_comment_is_the_first_that_starts_with_the_marker() {
+        let page = [
+            json!({"id": 1, "body": "LGTM"}),
+            json!({"id": 2, "body": format!("quoting {MARKER}")}),
+            json!({"id": 3, "body": format!("\n{MARKER}\n### winfleet plan")}),
+            json!({"id": 4, "body": format!("{MARKER}\nan older one")}),
+        ];
+        assert_eq!(plan_comment(&page), Some(3));
+        assert_eq!(plan_comment(&page[..2]), None);
+        assert_eq!(plan_comment(&[json!({"body": MARKER})]), None, "a comment without an id is not ours to update");
+    }
 }
