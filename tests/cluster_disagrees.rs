@@ -18,18 +18,18 @@ use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::controlplane::{Backend, TestApi};
+use support::daemon::pool;
 use support::fleet::TestFleet;
 use winfleet::cluster::connect::Cluster;
 use winfleet::cluster::disagree;
 use winfleet::cluster::observe::proxy_resource;
 use winfleet::cluster::sources::digest_mirror_set_resource;
-use winfleet::desired::kinds::fleet::DriftMode;
 use winfleet::desired::model::{Desired, Instance};
 use winfleet::engine::host::SshHost;
 use winfleet::reconcile::{self, Options, report::RoundReport};
-use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
+use winfleet::ssh::Pool;
+use winfleet::status::Status;
 use winfleet::status::model::ConditionType;
-use winfleet::status::{RoundInput, Status};
 
 const SOURCES: &str = "  sources:\n    proxy: cluster\n    mirrors: cluster\n";
 
@@ -38,15 +38,9 @@ fn proxy_yaml(http: &str) -> String {
 }
 
 fn files(fleet: &TestFleet, extra_fleet: &str, more: &[(&str, String)]) -> BTreeMap<String, String> {
-    let instances: String = fleet.nodes.iter().map(|n| format!("  - address: {}\n", n.address)).collect();
     let mut files = BTreeMap::from([
         ("fleet.yaml".to_owned(), format!("{}{extra_fleet}", fleet.fleet_yaml())),
-        (
-            "instances.yaml".to_owned(),
-            format!(
-                "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: t\nspec:\n  instances:\n{instances}"
-            ),
-        ),
+        ("instances.yaml".to_owned(), support::daemon::instances(fleet)),
     ]);
     files.extend(more.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
     files
@@ -69,10 +63,6 @@ async fn round(cluster: Option<&Cluster>, pool: &Pool, desired: &Desired, dry_ru
     let instances: Vec<&Instance> = desired.instances.values().collect();
     let options = Options { dry_run, max_parallel: 2, whole_fleet: true, ..Options::default() };
     reconcile::round(cluster, pool, &SshHost { pool }, desired, &instances, &options, |_| {}).await
-}
-
-fn pool(fleet: &TestFleet) -> Pool {
-    Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), Settings::default())
 }
 
 /// Creates `obj` on either server, or merges its `spec` into the existing one.
@@ -120,22 +110,10 @@ async fn events(api: &TestApi, reason: &str, kind: &str, name: &str) -> usize {
         .count()
 }
 
+/// The status a round with `report` renders over `previous`.
 fn summary_condition(previous: &Status, report: &RoundReport, desired: &Desired) -> Status {
-    let instances: Vec<String> = desired.instances.keys().cloned().collect();
-    let input = RoundInput {
-        now: jiff::Timestamp::UNIX_EPOCH,
-        attempted: "0123456789abcdef0123456789abcdef01234567",
-        applied: Some("0123456789abcdef0123456789abcdef01234567"),
-        invalid: &[],
-        instances: &instances,
-        machine_sets: &[],
-        report: Some(report),
-        drift_check: false,
-        drift_mode: DriftMode::Correct,
-        secrets: &[],
-        suspended_by: None,
-    };
-    winfleet::status::render(previous, &input)
+    let instances: Vec<&str> = desired.instances.keys().map(String::as_str).collect();
+    support::status::Round::new(0, support::status::REV1, &instances).report(report.clone()).render(previous)
 }
 
 async fn each_disagreement_is_reported_once_and_cleared_when_fixed(api: TestApi) {
