@@ -192,6 +192,38 @@ pub fn changes<'a>(
     (new, gone)
 }
 
+/// The Events to publish (object, reason, note) for the differences that
+/// changed since `reported` (pure): a Warning per object whose differences
+/// are new or changed, a Normal per object whose differences are gone.
+pub fn notes(reported: &BTreeMap<String, String>, found: &[Disagreement]) -> Vec<(String, Reason, String)> {
+    let now = hashes(found);
+    let (new, gone) = changes(reported, &now);
+    let disagrees = new.into_iter().map(|object| {
+        let lines: Vec<String> = found.iter().filter(|d| d.object == object).map(Disagreement::line).collect();
+        let note = format!(
+            "the repository's {object} differs from the cluster's, so Windows nodes (the repository's) and Linux \
+             nodes (the cluster's) do not agree: {}; fix the repository, or set the Fleet's spec.sources to cluster",
+            lines.join("; ")
+        );
+        (object.to_owned(), Reason::ClusterDisagrees, note)
+    });
+    let agrees = gone.into_iter().map(|object| {
+        let note = format!("the repository's {object} agrees with the cluster's again");
+        (object.to_owned(), Reason::ClusterAgrees, note)
+    });
+    disagrees.chain(agrees).collect()
+}
+
+/// The Namespace patch that remembers `now`, when what the Namespace holds
+/// (`stored`; `None`: no Namespace to write to) differs (pure).
+pub fn memory_patch(stored: Option<&BTreeMap<String, String>>, now: &BTreeMap<String, String>) -> Option<Value> {
+    if stored? == now {
+        return None;
+    }
+    let value = if now.is_empty() { Value::Null } else { Value::String(memory_text(now)) };
+    Some(json!({"metadata": {"annotations": {REPORTED_ANNOTATION: value}}}))
+}
+
 /// The memory of this process, for a cluster without winfleet's Namespace.
 static REPORTED: Mutex<Option<BTreeMap<String, String>>> = Mutex::new(None);
 
@@ -212,30 +244,17 @@ pub async fn publish(client: &Client, events: &Events, cluster: &ClusterConfig, 
     };
     let process = REPORTED.lock().ok().and_then(|m| m.clone());
     let reported = stored.clone().or(process).unwrap_or_default();
+    for (object, reason, note) in notes(&reported, found) {
+        events.publish(regarding(&object, cluster), reason, note).await;
+    }
     let now = hashes(found);
-    let (new, gone) = changes(&reported, &now);
-    for object in new {
-        let lines: Vec<String> = found.iter().filter(|d| d.object == object).map(Disagreement::line).collect();
-        let note = format!(
-            "the repository's {object} differs from the cluster's, so Windows nodes (the repository's) and Linux \
-             nodes (the cluster's) do not agree: {}; fix the repository, or set the Fleet's spec.sources to cluster",
-            lines.join("; ")
-        );
-        events.publish(regarding(object, cluster), Reason::ClusterDisagrees, note).await;
-    }
-    for object in gone {
-        let note = format!("the repository's {object} agrees with the cluster's again");
-        events.publish(regarding(object, cluster), Reason::ClusterAgrees, note).await;
-    }
     if let Ok(mut memory) = REPORTED.lock() {
         *memory = Some(now.clone());
     }
-    if stored.is_some_and(|s| s != now) {
-        let value = if now.is_empty() { Value::Null } else { Value::String(memory_text(&now)) };
-        let patch = json!({"metadata": {"annotations": {REPORTED_ANNOTATION: value}}});
-        if let Err(e) = namespaces.patch(&namespace, &PatchParams::default(), &Patch::Merge(&patch)).await {
-            tracing::warn!(error = %super::apply::api_error(&e), "cannot remember the cluster's disagreements reported");
-        }
+    if let Some(patch) = memory_patch(stored.as_ref(), &now)
+        && let Err(e) = namespaces.patch(&namespace, &PatchParams::default(), &Patch::Merge(&patch)).await
+    {
+        tracing::warn!(error = %super::apply::api_error(&e), "cannot remember the cluster's disagreements reported");
     }
 }
 

@@ -84,3 +84,43 @@ fn a_change_is_reported_once_and_its_end_once() {
     assert_eq!(changes(&remembered, &nothing), (vec![], vec!["Proxy/cluster"]));
     assert!(parse_memory("").is_empty());
 }
+
+#[test]
+fn a_new_difference_is_a_warning_listing_its_fields_and_a_gone_one_a_normal_event() {
+    let d = |object: &str, field: &str| Disagreement {
+        object: object.into(),
+        field: field.into(),
+        repository: "\"a\"".into(),
+        cluster: "(none)".into(),
+    };
+    let found = [d("Proxy/cluster", "spec.httpProxy"), d("Proxy/cluster", "spec.noProxy")];
+    let reported = parse_memory("ImageTagMirrorSet/x=0123456789ab");
+    let notes = notes(&reported, &found);
+    assert_eq!(notes.len(), 2, "{notes:#?}");
+    assert_eq!((notes[0].0.as_str(), notes[0].1), ("Proxy/cluster", Reason::ClusterDisagrees));
+    assert!(
+        notes[0].2.contains(
+            "do not agree: Proxy/cluster spec.httpProxy: repository \"a\", cluster (none); Proxy/cluster spec.noProxy"
+        ),
+        "{}",
+        notes[0].2
+    );
+    assert_eq!((notes[1].0.as_str(), notes[1].1), ("ImageTagMirrorSet/x", Reason::ClusterAgrees));
+    assert!(super::notes(&hashes(&found), &found).is_empty(), "reported already: nothing");
+}
+
+#[test]
+fn the_namespace_is_written_only_when_it_holds_something_else() {
+    let now = hashes(&[Disagreement {
+        object: "Proxy/cluster".into(),
+        field: "spec.httpProxy".into(),
+        repository: "a".into(),
+        cluster: "b".into(),
+    }]);
+    assert_eq!(memory_patch(None, &now), None, "no Namespace: nothing to write");
+    assert_eq!(memory_patch(Some(&now), &now), None, "the same: nothing to write");
+    let written = memory_patch(Some(&BTreeMap::new()), &now).unwrap();
+    assert_eq!(written["metadata"]["annotations"][REPORTED_ANNOTATION], memory_text(&now));
+    let cleared = memory_patch(Some(&now), &BTreeMap::new()).unwrap();
+    assert!(cleared["metadata"]["annotations"][REPORTED_ANNOTATION].is_null(), "{cleared}");
+}
