@@ -46,7 +46,7 @@ impl Section<'_> {
             Section::Before(plan) => before(plan),
             Section::Instances(plan) => instances(plan, members),
             Section::Group(plan, group) => return node_group(plan, group, members, budget).0,
-            Section::MachineSet(plan, m) => machine_set(plan, m),
+            Section::MachineSet(_, m) => machine_set(m),
         };
         let room = budget.saturating_sub(details(&title, "").len());
         let see = see_all(self.plan());
@@ -149,11 +149,17 @@ fn rows(plan: &Plan) -> Vec<Row<'_>> {
             u.changes.iter().map(|c| format!("{}: {} → {}", escape(&c.setting), show(&c.from), show(&c.to))).collect();
         add(&mut rows, "✏️", &u.address, changes.join("<br>"));
     }
-    let held = if plan.deconfigure_refused.is_some() { ", held back by prune.maxRemovalPercent" } else { "" };
+    let held = held_back(plan);
     for s in &i.deconfigure {
         add(&mut rows, "➖", &s.address, format!("deconfigure{held} (was in `{}`)", escape(&s.origin)));
     }
     rows
+}
+
+/// What a leaving instance's row and a leaving group's title add when the
+/// mass-removal guard will refuse.
+fn held_back(plan: &Plan) -> &'static str {
+    if plan.deconfigure_refused.is_some() { ", held back by prune.maxRemovalPercent" } else { "" }
 }
 
 /// `a`, `b` and 3 more (5): at most `shown` names.
@@ -177,7 +183,7 @@ fn instances(plan: &Plan, shown: usize) -> Parts {
     ("Instances".to_owned(), lines, note)
 }
 
-fn machine_set(_plan: &Plan, m: &MachineSetChange) -> Parts {
+fn machine_set(m: &MachineSetChange) -> Parts {
     let verb = match m.action {
         MachineSetAction::Create => "create",
         MachineSetAction::Update => "update",
@@ -198,7 +204,7 @@ fn group_title(plan: &Plan, group: &NodeGroup) -> String {
     let names: Vec<&str> = group.nodes.iter().map(String::as_str).collect();
     let ops = group.operations.len();
     if group.deconfigure {
-        let held = if plan.deconfigure_refused.is_some() { ", held back by prune.maxRemovalPercent" } else { "" };
+        let held = held_back(plan);
         let reboot = if group.reboot_required { ", then a reboot" } else { "" };
         format!(
             "{} node(s) leave: {} — deconfigure, {ops} operation(s){reboot}{held}",
