@@ -65,12 +65,8 @@ pub(super) fn refused(
     let nodes = instances
         .iter()
         .map(|i| NodeReport {
-            address: i.address.clone(),
-            hostname: None,
-            os: None,
-            services: Default::default(),
-            lifecycle: None,
             result: NodeResult::Failed { stage: Stage::Observe, reason: reason.to_owned() },
+            ..NodeReport::new(&i.address)
         })
         .collect();
     RoundReport { dry_run, nodes, cluster }
