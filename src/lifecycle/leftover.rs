@@ -41,7 +41,7 @@ fn separator(shell: Shell) -> char {
 
 /// Paths compare as the node's file system does (Windows: case-insensitive,
 /// either separator).
-fn fold(shell: Shell, path: &str) -> String {
+pub(super) fn fold(shell: Shell, path: &str) -> String {
     match shell {
         Shell::Powershell => path.to_lowercase().replace('/', "\\"),
         Shell::Posix => path.to_owned(),

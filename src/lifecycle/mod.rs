@@ -223,9 +223,12 @@ impl LifecycleSpec {
         spec
     }
 
-    /// This spec with the files rendered from cluster material.
+    /// This spec with the files rendered from cluster material; a payload
+    /// file at a generated file's path gives way to it (one writer a path).
     pub fn with_generated(&self, generated: Vec<GeneratedFile>) -> LifecycleSpec {
         let mut spec = self.clone();
+        let taken: BTreeSet<String> = generated.iter().map(|g| leftover::fold(self.shell, &g.path)).collect();
+        spec.files.retain(|f| !taken.contains(&leftover::fold(self.shell, &f.path)));
         spec.generated = generated;
         spec.directories = spec.compute_directories();
         spec
@@ -264,10 +267,7 @@ impl LifecycleSpec {
         for path in self.files.iter().map(|f| &f.path).chain(self.generated.iter().map(|g| &g.path)) {
             add_with_parents(path, false);
         }
-        let key = |d: &str| match self.shell {
-            Shell::Powershell => d.to_lowercase(),
-            Shell::Posix => d.to_owned(),
-        };
+        let key = |d: &str| leftover::fold(self.shell, d);
         let mut seen = BTreeSet::new();
         let mut out: Vec<String> = wanted.into_iter().filter(|d| !d.is_empty() && seen.insert(key(d))).collect();
         // Parents before children: fewer separators first, stable otherwise.

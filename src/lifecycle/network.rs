@@ -20,7 +20,6 @@
 
 use super::{GeneratedFile, LifecycleSpec};
 use crate::payload::layout::payload_node_path;
-use crate::vocab::Shell;
 use crate::vocab::file::ManagedFile;
 
 /// The script's path in the payload tree (WMCO's
@@ -102,11 +101,11 @@ pub fn hybrid_overlay_command(command: &str, port: Option<u32>) -> Option<String
     Some(kept.join(" "))
 }
 
-/// `spec` with the `generated` files, the network files (a payload file at
-/// the same path, such as a `generated/network-conf.ps1` copied from WMCO,
-/// gives way to them) and the hybrid overlay's VXLAN port. Without the
-/// operator.openshift.io Network (`None`), no network file and the
-/// manifest's command as written.
+/// `spec` with the `generated` files, the network files and the hybrid
+/// overlay's VXLAN port ([`LifecycleSpec::with_generated`]: a payload file
+/// at the same path, such as a `generated/network-conf.ps1` copied from
+/// WMCO, gives way to them). Without the operator.openshift.io Network
+/// (`None`), no network file and the manifest's command as written.
 pub fn with_network(
     spec: &LifecycleSpec,
     network: Option<&HybridNetwork>,
@@ -115,11 +114,6 @@ pub fn with_network(
     let mut spec = spec.clone();
     if let Some(network) = network {
         generated.extend(render(&spec, network));
-        let same = |a: &str, b: &str| match spec.shell {
-            Shell::Powershell => a.eq_ignore_ascii_case(b),
-            Shell::Posix => a == b,
-        };
-        spec.files.retain(|f| !generated.iter().any(|g| same(&g.path, &f.path)));
         for service in spec.services.iter_mut().filter(|s| s.name == HYBRID_OVERLAY_SERVICE) {
             if let Some(command) = hybrid_overlay_command(&service.command, network.vxlan_port) {
                 service.command = command;
@@ -147,6 +141,24 @@ mod tests {
         assert!(script.contains("$_.Name -eq 'OVNKubernetesHybridOverlayNetwork'"));
         assert!(script.contains("        $existing_config=$config_file_content.Replace(\"`r\",\"\")\n"));
         assert!(script.ends_with("-NewConfigContent $kube_proxy_config\n"));
+    }
+
+    #[test]
+    fn a_payload_file_at_a_generated_files_path_gives_way_with_or_without_a_network() {
+        let mut spec = crate::lifecycle::tests_support::posix_spec();
+        let at = |path: &str| super::super::NodeFile {
+            path: path.into(),
+            rel: String::new(),
+            sha256: "e".repeat(64),
+            size: 1,
+            mode: 0o644,
+            source: "/unused".into(),
+        };
+        spec.files = vec![at("payload/kubeconfig"), at("payload/kubelet.exe")];
+        let generated = vec![GeneratedFile { path: "payload/kubeconfig".into(), file: ManagedFile::plain("x".into()) }];
+        let kept = with_network(&spec, None, generated);
+        assert_eq!(kept.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["payload/kubelet.exe"]);
+        assert_eq!(kept.generated.len(), 1);
     }
 
     #[test]
