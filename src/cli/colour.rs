@@ -47,9 +47,7 @@ fn paint(colour: &str, text: &str) -> String {
 /// A text plan or round report: additions green, removals red, changes
 /// and warnings yellow, diff hunks cyan, the summary bold.
 pub fn plan(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + text.len() / 8);
-    for line in text.split_inclusive('\n') {
-        let (body, end) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
+    map_lines(text, |body| {
         let trimmed = body.trim_start();
         let colour = if trimmed.starts_with("+++") || trimmed.starts_with("---") {
             Some(BOLD)
@@ -67,9 +65,19 @@ pub fn plan(text: &str) -> String {
             None
         };
         match colour {
-            Some(c) if !body.is_empty() => out.push_str(&paint(c, body)),
-            _ => out.push_str(body),
+            Some(c) if !body.is_empty() => paint(c, body),
+            _ => body.to_owned(),
         }
+    })
+}
+
+/// `text` with each line (without its newline) replaced by `line`'s
+/// answer; the newlines stay as they are.
+fn map_lines(text: &str, mut line: impl FnMut(&str) -> String) -> String {
+    let mut out = String::with_capacity(text.len() + text.len() / 8);
+    for whole in text.split_inclusive('\n') {
+        let (body, end) = whole.strip_suffix('\n').map_or((whole, ""), |b| (b, "\n"));
+        out.push_str(&line(body));
         out.push_str(end);
     }
     out
@@ -87,10 +95,8 @@ fn phase_colour(phase: &str) -> Option<&'static str> {
 
 /// `winfleet status`'s table: the word in each table's PHASE column.
 pub fn status(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() + text.len() / 8);
     let mut column: Option<usize> = None;
-    for line in text.split_inclusive('\n') {
-        let (body, end) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
+    map_lines(text, |body| {
         if body.trim().is_empty() {
             column = None;
         } else if let Some(at) = body.find(" PHASE ").map(|i| i + 1).filter(|_| body.chars().all(|c| !c.is_lowercase()))
@@ -101,17 +107,11 @@ pub fn status(text: &str) -> String {
         {
             let word = rest.split(' ').next().unwrap_or_default();
             if let Some(c) = phase_colour(word) {
-                out.push_str(&body[..at]);
-                out.push_str(&paint(c, word));
-                out.push_str(&rest[word.len()..]);
-                out.push_str(end);
-                continue;
+                return format!("{}{}{}", &body[..at], paint(c, word), &rest[word.len()..]);
             }
         }
-        out.push_str(body);
-        out.push_str(end);
-    }
-    out
+        body.to_owned()
+    })
 }
 
 /// A diagnostic line: red for an error, yellow for a warning.
