@@ -25,8 +25,7 @@ use support::machine_bench::{MachineBench, SET, machine_set_ready};
 use tokio_util::sync::CancellationToken;
 use winfleet::cluster::UPGRADING_ANNOTATION;
 use winfleet::cluster::upgrade::UpgradeResult;
-use winfleet::lifecycle::{PayloadState, VERSION_ANNOTATION};
-use winfleet::payload::Payload;
+use winfleet::lifecycle::VERSION_ANNOTATION;
 use winfleet::reconcile::report::RoundReport;
 use winfleet::status::model::MachineSetPhase;
 use winfleet::status::verdict::Context;
@@ -43,20 +42,6 @@ fn new_overlay(dir: &Path) {
         &dir.join("hybrid-overlay-node"),
         "#!/bin/sh\n# build 2\necho \"hybrid overlay v2 for $2\"\nexec sleep 3600\n",
     );
-}
-
-/// Changes the bench's payload with `edit`, pins the new digest in the
-/// repository's fleet.yaml and loads it (a commit that changes the pin).
-fn repin(bench: &mut MachineBench, edit: impl FnOnce(&Path)) {
-    let dir = bench.cloud.dir.join("payload-src");
-    edit(&dir);
-    let old = bench.payload.digest.clone();
-    bench.payload = Arc::new(Payload::load(&dir).unwrap());
-    let fleet_yaml = bench.repo.path().join("fleet.yaml");
-    let text = std::fs::read_to_string(&fleet_yaml).unwrap().replace(&old, &bench.payload.digest);
-    std::fs::write(&fleet_yaml, text).unwrap();
-    bench.options.payload = PayloadState::Loaded(Arc::clone(&bench.payload));
-    bench.reload();
 }
 
 fn server(bench: &MachineBench) -> &ApiServer {
@@ -217,7 +202,7 @@ async fn a_new_payload_pin_upgrades_machine_backed_nodes_in_place_one_slot_at_a_
         (machine.clone(), addresses[machine].clone())
     };
     let old = bench.version();
-    repin(&mut bench, new_overlay);
+    bench.repin(new_overlay);
     let new = bench.version();
     assert_ne!(old, new);
     let from = server(&bench).history().len();
@@ -322,7 +307,7 @@ async fn machine_backed_and_byoh_nodes_share_one_disruption_budget() {
     let before = machines(&bench).await;
     let node = bench.node(&byoh.1).await;
     assert_eq!(node["metadata"]["labels"]["windowsmachineconfig.openshift.io/byoh"], "true");
-    repin(&mut bench, new_overlay);
+    bench.repin(new_overlay);
     let new = bench.version();
     let from = server(&bench).history().len();
 
@@ -352,7 +337,7 @@ async fn a_new_payload_pin_upgrades_machine_backed_nodes_in_place_on_the_real_co
     let mut nodes: Vec<String> = before.values().map(|(_, node)| node.clone()).collect();
     nodes.sort();
     let booted = bench.cloud.log().booted.len();
-    repin(&mut bench, new_overlay);
+    bench.repin(new_overlay);
     let new = bench.version();
 
     let plan = bench.plan().await;

@@ -169,7 +169,8 @@ macro_rules! payload_methods {
             /// Changes the payload with `edit` (on the payload directory),
             /// pins the new digest in the repository and loads it.
             pub fn repin(&mut self, edit: impl FnOnce(&Path)) {
-                repin(&self.fleet, self.repo.path(), &mut self.payload, &mut self.options, edit);
+                let src = self.fleet.dir().join("payload-src");
+                repin(&src, self.repo.path(), &mut self.payload, &mut self.options, edit);
                 self.reload();
             }
 
@@ -189,13 +190,12 @@ macro_rules! payload_methods {
 payload_methods!(Setup);
 payload_methods!(Bench);
 
-/// Changes the payload with `edit`, pins the new digest in `repo`'s
-/// fleet.yaml and makes it the round's payload.
-fn repin(fleet: &TestFleet, repo: &Path, payload: &mut Arc<Payload>, options: &mut Options, edit: impl FnOnce(&Path)) {
-    let dir = fleet.dir().join("payload-src");
-    edit(&dir);
+/// Changes the payload source directory `dir` with `edit`, pins the new
+/// digest in `repo`'s fleet.yaml and makes it the round's payload.
+pub fn repin(dir: &Path, repo: &Path, payload: &mut Arc<Payload>, options: &mut Options, edit: impl FnOnce(&Path)) {
+    edit(dir);
     let old = payload.digest.clone();
-    *payload = Arc::new(Payload::load(&dir).unwrap());
+    *payload = Arc::new(Payload::load(dir).unwrap());
     let fleet_yaml = repo.join("fleet.yaml");
     let text = fs::read_to_string(&fleet_yaml).unwrap().replace(&old, &payload.digest);
     fs::write(&fleet_yaml, text).unwrap();

@@ -94,6 +94,15 @@ impl MachineBench {
         self.desired = load(&self.repo);
     }
 
+    /// Changes the payload with `edit` (on the payload directory), pins
+    /// the new digest in the repository and loads it (a commit that
+    /// changes the pin).
+    pub fn repin(&mut self, edit: impl FnOnce(&std::path::Path)) {
+        let src = self.cloud.dir.join("payload-src");
+        super::join::repin(&src, self.repo.path(), &mut self.payload, &mut self.options, edit);
+        self.reload();
+    }
+
     /// Sets the MachineSet's replicas in Git and loads it.
     pub fn scale_in_git(&mut self, replicas: Option<u32>) {
         fs::write(self.repo.path().join("machinesets/winworker.yaml"), machine_set(replicas)).unwrap();
