@@ -7,9 +7,9 @@
 //! the reason, `plan --live` says it, one Warning Event per change. The
 //! round after the fix joins it; a joined node's upgrade to a refused
 //! payload does not start (the node keeps its version) until fixed. Real
-//! sshd nodes and the fake kubelet of tests/support/kubelet.rs; against the
-//! real control plane (v1.37.2) the Network's CRD is created by the test
-//! when the control plane lacks it.
+//! sshd nodes and the fake kubelet of tests/support/kubelet.rs; the real
+//! control plane (v1.37.2) serves the Network's CRD
+//! (tests/controlplane/crds/operator.openshift.io_networks.yaml).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -18,9 +18,9 @@ mod support;
 use std::fs;
 
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
-use support::controlplane::{Backend, KUBERNETES_VERSION, TestApi};
+use support::controlplane::{Backend, KUBERNETES_VERSION, TestApi, resource};
 use support::join::{Bench, bench, logs};
 use winfleet::cluster::join::JoinResult;
 use winfleet::reconcile::report::RoundReport;
@@ -49,37 +49,6 @@ fn declare_kubelet(bench: &mut Bench, version: Option<&str>) {
     bench.reload();
 }
 
-fn network_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("operator.openshift.io", "v1", "Network"), "networks")
-}
-
-/// The real control plane serves operator.openshift.io Networks once their
-/// CRD is established: this minimal one when the control plane has none
-/// (the in-memory API serves them always).
-async fn ensure_network_crd(api: &TestApi) {
-    let name = "networks.operator.openshift.io";
-    let crd = "apiextensions.k8s.io/v1";
-    if api.get(crd, "CustomResourceDefinition", None, name).await.is_none() {
-        api.seed(json!({
-            "apiVersion": crd, "kind": "CustomResourceDefinition", "metadata": {"name": name},
-            "spec": {"group": "operator.openshift.io", "scope": "Cluster",
-                     "names": {"kind": "Network", "listKind": "NetworkList", "plural": "networks", "singular": "network"},
-                     "versions": [{"name": "v1", "served": true, "storage": true,
-                                   "schema": {"openAPIV3Schema": {"type": "object",
-                                       "x-kubernetes-preserve-unknown-fields": true}}}]}}))
-        .await;
-    }
-    for _ in 0..600 {
-        let crd = api.get(crd, "CustomResourceDefinition", None, name).await.unwrap();
-        let conditions = crd["status"]["conditions"].as_array().cloned().unwrap_or_default();
-        if conditions.iter().any(|c| c["type"] == "Established" && c["status"] == "True") {
-            return;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    panic!("the Network CRD was not established in a minute");
-}
-
 /// Creates or changes the operator.openshift.io Network `cluster`:
 /// OVN-Kubernetes, with a hybrid overlay when `hybrid`.
 async fn network(api: &TestApi, hybrid: bool) {
@@ -90,7 +59,8 @@ async fn network(api: &TestApi, hybrid: bool) {
     };
     let object = json!({"apiVersion": "operator.openshift.io/v1", "kind": "Network", "metadata": {"name": "cluster"},
                         "spec": {"defaultNetwork": {"type": "OVNKubernetes", "ovnKubernetesConfig": ovn}}});
-    let networks: Api<DynamicObject> = Api::all_with(api.client(), &network_resource());
+    let networks: Api<DynamicObject> =
+        Api::all_with(api.client(), &resource("operator.openshift.io", "v1", "Network", "networks"));
     let params = PatchParams::apply("cluster-network-operator").force();
     networks.patch("cluster", &params, &Patch::Apply(&object)).await.unwrap();
 }
@@ -160,9 +130,6 @@ async fn refused_then_joined(backend: Backend) {
 
     // Within the skew, but the cluster network has no hybrid overlay.
     declare_kubelet(&mut bench, Some("v1.35.4"));
-    if backend == Backend::Real {
-        ensure_network_crd(&bench.api).await;
-    }
     network(&bench.api, false).await;
     let no_hybrid = "OVN-Kubernetes has no hybrid overlay (spec.defaultNetwork.ovnKubernetesConfig.\
                      hybridOverlayConfig.hybridClusterNetwork is empty): configure hybrid networking first";
