@@ -8,9 +8,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use russh_sftp::client::fs::File;
 use russh_sftp::client::{Config, SftpSession};
 use russh_sftp::protocol::{FileAttributes, OpenFlags};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 
 use super::SshError;
 use super::session::Session;
@@ -107,7 +108,7 @@ impl Session {
     }
 }
 
-async fn open(sftp: &SftpSession, path: &str, mode: u32) -> Result<russh_sftp::client::fs::File, String> {
+async fn open(sftp: &SftpSession, path: &str, mode: u32) -> Result<File, String> {
     let attributes = FileAttributes { permissions: Some(mode), ..FileAttributes::empty() };
     let flags = OpenFlags::CREATE | OpenFlags::TRUNCATE | OpenFlags::WRITE;
     sftp.open_with_flags_and_attributes(path, flags, attributes).await.map_err(|e| e.to_string())
@@ -115,21 +116,24 @@ async fn open(sftp: &SftpSession, path: &str, mode: u32) -> Result<russh_sftp::c
 
 /// Sends encoded bytes to the remote path with [`wire::SUFFIX`] added.
 async fn send_bytes(sftp: &SftpSession, file: &Upload, bytes: &[u8]) -> Result<u64, String> {
-    let mut remote = open(sftp, &format!("{}{}", file.remote, wire::SUFFIX), file.mode).await?;
-    for chunk in bytes.chunks(1 << 20) {
-        remote.write_all(chunk).await.map_err(|e| e.to_string())?;
-    }
-    remote.shutdown().await.map_err(|e| e.to_string())?;
-    Ok(bytes.len() as u64)
+    let remote = open(sftp, &format!("{}{}", file.remote, wire::SUFFIX), file.mode).await?;
+    copy(bytes, remote, "the encoded bytes").await
 }
 
 async fn send(sftp: &SftpSession, file: &Upload) -> Result<u64, String> {
-    let mut local = tokio::fs::File::open(&file.source).await.map_err(|e| format!("{}: {e}", file.source.display()))?;
-    let mut remote = open(sftp, &file.remote, file.mode).await?;
+    let local = tokio::fs::File::open(&file.source).await.map_err(|e| format!("{}: {e}", file.source.display()))?;
+    let remote = open(sftp, &file.remote, file.mode).await?;
+    copy(local, remote, &file.source.display().to_string()).await
+}
+
+/// Copies `local` to `remote` in 1 MiB writes (the session keeps many in
+/// flight) and closes it; returns the bytes sent. `what` names `local` in
+/// a read error.
+async fn copy(mut local: impl AsyncRead + Unpin, mut remote: File, what: &str) -> Result<u64, String> {
     let mut buf = vec![0u8; 1 << 20];
     let mut sent = 0u64;
     loop {
-        let n = local.read(&mut buf).await.map_err(|e| format!("{}: {e}", file.source.display()))?;
+        let n = local.read(&mut buf).await.map_err(|e| format!("{what}: {e}"))?;
         if n == 0 {
             break;
         }
