@@ -5,6 +5,7 @@
 //! `NO_COLOR` still wins. JSON and markdown are never coloured. The
 //! renderers stay plain: colour is added to their lines here.
 
+use std::ffi::OsString;
 use std::io::IsTerminal;
 
 const RED: &str = "\x1b[31m";
@@ -30,14 +31,14 @@ pub fn enabled(stream: Stream) -> bool {
         Stream::Stdout => std::io::stdout().is_terminal(),
         Stream::Stderr => std::io::stderr().is_terminal(),
     };
-    decide(terminal, std::env::var("NO_COLOR").ok(), std::env::var("CLICOLOR_FORCE").ok())
+    decide(terminal, std::env::var_os("NO_COLOR"), std::env::var_os("CLICOLOR_FORCE"))
 }
 
-fn decide(terminal: bool, no_color: Option<String>, force: Option<String>) -> bool {
-    if no_color.is_some_and(|v| !v.is_empty()) {
-        return false;
-    }
-    terminal || force.is_some_and(|v| !v.is_empty() && v != "0")
+/// The logs' rule ([`super::logging::ansi`]: a terminal and no `NO_COLOR`),
+/// with `CLICOLOR_FORCE` standing in for the terminal.
+fn decide(terminal: bool, no_color: Option<OsString>, force: Option<OsString>) -> bool {
+    let forced = force.is_some_and(|v| !v.is_empty() && v != "0");
+    super::logging::ansi(terminal || forced, no_color)
 }
 
 fn paint(colour: &str, text: &str) -> String {
@@ -130,7 +131,7 @@ mod tests {
         assert!(decide(false, None, Some("1".into())));
         assert!(!decide(false, None, Some("0".into())));
         assert!(!decide(true, Some("1".into()), Some("1".into())));
-        assert!(decide(true, Some(String::new()), None));
+        assert!(decide(true, Some(OsString::new()), None));
     }
 
     #[test]

@@ -81,7 +81,7 @@ pub fn init(format: LogFormat, logging: Logging) {
 
 /// Colour only on a terminal, and never when `NO_COLOR` is set to anything
 /// but the empty string (<https://no-color.org>).
-fn ansi(terminal: bool, no_color: Option<OsString>) -> bool {
+pub(super) fn ansi(terminal: bool, no_color: Option<OsString>) -> bool {
     terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
