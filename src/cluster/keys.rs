@@ -132,10 +132,17 @@ pub struct Inputs<'a> {
     pub max_unavailable: usize,
 }
 
+/// Whether `node` trusts an older fleet key than the one whose hash is
+/// `key_hash` (its `pub-key-hash` annotation differs; a Node without one
+/// trusts none winfleet knows of).
+pub fn trusts_older_key(node: &NodeObs, key_hash: &str) -> bool {
+    node.annotations.get(PUB_KEY_HASH_ANNOTATION).is_some_and(|h| h != key_hash)
+}
+
 /// The rotation's plan: Machine replacements first (they take longest),
 /// then BYOH hosts.
 pub fn plan(inputs: Inputs<'_>, key: &FleetKey) -> Vec<KeyReport> {
-    let stale = |n: &NodeObs| n.annotations.get(PUB_KEY_HASH_ANNOTATION).is_some_and(|h| *h != key.hash);
+    let stale = |n: &NodeObs| trusts_older_key(n, &key.hash);
     let mut out = machines::plan(inputs, &stale);
     for instance in inputs.byoh {
         let Some(node) = inputs

@@ -15,7 +15,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::cluster::join::{JoinReport, JoinResult, PUB_KEY_HASH_ANNOTATION};
+use crate::cluster::join::{JoinReport, JoinResult};
+use crate::cluster::keys::trusts_older_key;
 use crate::cluster::upgrade::{UpgradeReport, UpgradeResult};
 use crate::cluster::user_data::{UserDataAction, UserDataReport};
 use crate::cluster::{ClusterFacts, MachineObs};
@@ -207,7 +208,7 @@ pub fn split_waiting(
     let old_key: BTreeSet<&str> = tracked(facts)
         .filter(|m| {
             let node = m.node.as_deref().and_then(|n| facts.nodes.get(n));
-            node.and_then(|n| n.annotations.get(PUB_KEY_HASH_ANNOTATION)).is_some_and(|h| h != key_hash)
+            node.is_some_and(|n| trusts_older_key(n, key_hash))
         })
         .filter_map(|m| m.internal_ip.as_deref())
         .collect();
