@@ -19,11 +19,13 @@ use support::daemon::pool;
 use support::engine::operation_lines;
 use support::fleet::TestFleet;
 use winfleet::desired::model::Instance;
+use winfleet::engine::report::NodeReport;
 use winfleet::engine::{self, NodeContext};
 use winfleet::lifecycle::manifest::ServicesManifest;
 use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec, Mode, PayloadState};
 use winfleet::node::NodeSpec;
 use winfleet::payload::Payload;
+use winfleet::ssh::Pool;
 use winfleet::vocab::Shell;
 
 /// Bytes gzip cannot shrink (xorshift).
@@ -87,17 +89,37 @@ fn assert_clean(dir: &Path) {
     }
 }
 
+/// One sshd node, the payload of [`payload_dir`] and its instance.
+struct Wire {
+    fleet: TestFleet,
+    payload: Arc<Payload>,
+    instance: Instance,
+    pool: Pool,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Wire {
+    fn start() -> Self {
+        let fleet = TestFleet::start(1);
+        let payload = Arc::new(Payload::load(&payload_dir(fleet.dir())).unwrap());
+        let instance = instance(&fleet, &payload);
+        let pool = pool(&fleet);
+        Wire { fleet, payload, instance, pool, runtime: tokio::runtime::Runtime::new().unwrap() }
+    }
+
+    /// One node round preparing the node (the payload uploaded).
+    fn prepare(&self) -> NodeReport {
+        let prepare = NodeContext { mode: Some(Mode::Prepare), ..NodeContext::default() };
+        self.runtime.block_on(engine::node(&self.pool, &self.instance, false, &prepare))
+    }
+}
+
 #[test]
 fn a_compressible_payload_crosses_the_wire_smaller_and_arrives_byte_identical() {
-    let fleet = TestFleet::start(1);
-    let node = &fleet.nodes[0];
-    let payload = Arc::new(Payload::load(&payload_dir(fleet.dir())).unwrap());
-    let instance = instance(&fleet, &payload);
-    let pool = pool(&fleet);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let prepare = NodeContext { mode: Some(Mode::Prepare), ..NodeContext::default() };
+    let wire = Wire::start();
+    let (node, payload) = (&wire.fleet.nodes[0], &wire.payload);
 
-    let first = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
+    let first = wire.prepare();
     let ops = operation_lines(&first);
     assert!(!ops.is_empty() && ops.iter().all(|o| o.ends_with(": applied")), "{ops:#?}");
     for file in &payload.files {
@@ -113,21 +135,16 @@ fn a_compressible_payload_crosses_the_wire_smaller_and_arrives_byte_identical() 
     assert!(sent < as_is + (raw("conf/kubelet.conf") + raw("hon")) / 4, "{sent} of {} bytes", payload.size());
     assert!(sent < payload.size(), "{sent} bytes on the wire for a {}-byte payload", payload.size());
 
-    let second = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
+    let second = wire.prepare();
     assert_eq!(operation_lines(&second), Vec::<String>::new(), "a second round writes nothing");
     assert_eq!(second.lifecycle.as_ref().unwrap().uploaded_bytes, 0);
 }
 
 #[test]
 fn an_encoded_upload_that_does_not_decode_is_refused_and_nothing_is_replaced() {
-    let fleet = TestFleet::start(1);
-    let node = &fleet.nodes[0];
-    let payload = Arc::new(Payload::load(&payload_dir(fleet.dir())).unwrap());
-    let instance = instance(&fleet, &payload);
-    let pool = pool(&fleet);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let prepare = NodeContext { mode: Some(Mode::Prepare), ..NodeContext::default() };
-    let first = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
+    let wire = Wire::start();
+    let (node, payload) = (&wire.fleet.nodes[0], &wire.payload);
+    let first = wire.prepare();
     assert!(operation_lines(&first).iter().all(|o| o.ends_with(": applied")));
 
     // The node's kubelet changed; beside the upload that replaces it lies
@@ -141,7 +158,7 @@ fn an_encoded_upload_that_does_not_decode_is_refused_and_nothing_is_replaced() {
     fs::write(staging.join("kubelet.winfleet-gz"), &encoded[..encoded.len() / 2]).unwrap();
     // The node's user writes there too (the test runs as another user).
     fs::set_permissions(&staging, fs::Permissions::from_mode(0o777)).unwrap();
-    let second = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
+    let second = wire.prepare();
     let ops = operation_lines(&second);
     assert_eq!(ops.len(), 1, "{ops:#?}");
     assert!(ops[0].starts_with("~ payload/bin/kubelet (upload bin/kubelet"), "{ops:#?}");
@@ -149,7 +166,7 @@ fn an_encoded_upload_that_does_not_decode_is_refused_and_nothing_is_replaced() {
     assert_eq!(fs::read(node.path("payload/bin/kubelet")).unwrap(), b"the old kubelet", "nothing replaced");
     assert_clean(&node.path("payload"));
 
-    let third = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
+    let third = wire.prepare();
     let ops = operation_lines(&third);
     assert!(ops.len() == 1 && ops[0].ends_with(": applied"), "{ops:#?}");
     assert!(fs::read(node.path("payload/bin/kubelet")).unwrap() == kubelet, "the next round puts it right");
