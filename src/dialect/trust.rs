@@ -16,8 +16,6 @@
 //! The certificates travel as base64 DER (posix: base64 of one PEM block),
 //! never as text in the script.
 
-use std::fmt::Write;
-
 use super::b64;
 use super::posix_lifecycle::split;
 use crate::lifecycle::GeneratedFile;
@@ -75,17 +73,14 @@ fn powershell_write(i: usize, file: &GeneratedFile) -> String {
         .iter()
         .map(|c| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &c.der))
         .collect();
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "Set-WfTrust {i} (ConvertFrom-WfBase64 '{}') (ConvertFrom-WfBase64 '{}') '{}' '{}' '{}'",
+    format!(
+        "Set-WfTrust {i} (ConvertFrom-WfBase64 '{}') (ConvertFrom-WfBase64 '{}') '{}' '{}' '{}'\n",
         b64(dir),
         b64(name),
         b64(file.file.content()),
         file.file.sha256(),
         ders.join(",")
-    );
-    s
+    )
 }
 
 /// The helpers of the trust lines, when `changes` has any.
