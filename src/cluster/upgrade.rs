@@ -179,7 +179,8 @@ fn version(candidate: &Candidate<'_>) -> String {
     candidate.instance.spec.lifecycle.as_ref().map(|l| l.version.clone()).unwrap_or_default()
 }
 
-fn report(c: &Candidate<'_>, result: UpgradeResult) -> UpgradeReport {
+/// The report of `c`'s upgrade: its Node's version to the desired one.
+pub fn report(c: &Candidate<'_>, result: UpgradeResult) -> UpgradeReport {
     UpgradeReport {
         node: c.node.name.clone(),
         address: c.instance.address.clone(),

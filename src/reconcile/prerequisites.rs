@@ -31,7 +31,7 @@ use crate::cluster::{ClusterFacts, NodeObs};
 use crate::desired::model::Instance;
 use crate::engine::NodeContext;
 use crate::engine::report::{LifecycleReport, NodeReport, NodeResult};
-use crate::lifecycle::{Mode, VERSION_ANNOTATION};
+use crate::lifecycle::Mode;
 use crate::ssh::Pool;
 
 use super::Options;
@@ -135,14 +135,9 @@ pub fn upgrades<'a>(
     let Some(refused) = &prerequisites.refused else { return (candidates, Vec::new()) };
     let held = candidates
         .iter()
-        .map(|c| UpgradeReport {
-            node: c.node.name.clone(),
-            address: c.instance.address.clone(),
-            from: c.node.annotations.get(VERSION_ANNOTATION).cloned().unwrap_or_default(),
-            to: c.instance.spec.lifecycle.as_ref().map(|l| l.version.clone()).unwrap_or_default(),
-            result: UpgradeResult::NotStarted {
-                reason: format!("the cluster's prerequisites are not met; the node keeps its version: {refused}"),
-            },
+        .map(|c| {
+            let reason = format!("the cluster's prerequisites are not met; the node keeps its version: {refused}");
+            upgrade::report(c, UpgradeResult::NotStarted { reason })
         })
         .collect();
     (Vec::new(), held)
