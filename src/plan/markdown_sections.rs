@@ -213,10 +213,7 @@ fn group_title(plan: &Plan, group: &NodeGroup) -> String {
         )
     } else {
         // A joining node is configured before it is a Node: no safe reboot.
-        // (The offline plan lists instances sorted by address.)
-        let joining = |n: &String| plan.instances.configure.binary_search_by(|s| s.address.cmp(n)).is_ok();
-        let staying = group.reboot_required && group.nodes.iter().any(|n| !joining(n));
-        let reboot = if staying { ", safe reboot required" } else { "" };
+        let reboot = if plan.group_reboots(group) > 0 { ", safe reboot required" } else { "" };
         format!("{} node(s): {} — {ops} operation(s){reboot}", names.len(), members(&names, FEW))
     }
 }

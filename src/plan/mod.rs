@@ -150,18 +150,32 @@ impl Plan {
     /// and a leaving node's reboot is part of its deconfigure.
     pub fn reboots(&self) -> usize {
         let moving = self.joining_or_leaving();
-        self.nodes
-            .iter()
-            .filter(|g| g.reboot_required && !g.deconfigure)
-            .flat_map(|g| &g.nodes)
-            .filter(|n| !moving.contains(n.as_str()))
-            .count()
+        self.nodes.iter().map(|g| safely_rebooted(g, &moving)).sum()
+    }
+
+    /// The safe reboots of `group`'s nodes (as [`Plan::reboots`] counts
+    /// them).
+    pub fn group_reboots(&self, group: &NodeGroup) -> usize {
+        match group.reboot_required && !group.deconfigure {
+            // The set of moving nodes is only built when it can matter.
+            true => safely_rebooted(group, &self.joining_or_leaving()),
+            false => 0,
+        }
     }
 
     fn joining_or_leaving(&self) -> std::collections::BTreeSet<&str> {
         let i = &self.instances;
         i.configure.iter().chain(&i.deconfigure).map(|s| s.address.as_str()).collect()
     }
+}
+
+/// The nodes of `group` that a safe reboot takes: none of a leaving group
+/// (its reboot is part of its deconfigure), and none that join or leave.
+fn safely_rebooted(group: &NodeGroup, moving: &std::collections::BTreeSet<&str>) -> usize {
+    if !group.reboot_required || group.deconfigure {
+        return 0;
+    }
+    group.nodes.iter().filter(|n| !moving.contains(n.as_str())).count()
 }
 
 /// Instance-level changes.
