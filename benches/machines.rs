@@ -55,8 +55,7 @@ use tokio::io::AsyncReadExt;
 use winfleet::desired::model::Instance;
 use winfleet::engine::host::SshHost;
 use winfleet::engine::report::NodeResult;
-use winfleet::lifecycle::{PayloadState, VERSION_ANNOTATION};
-use winfleet::payload::Payload;
+use winfleet::lifecycle::VERSION_ANNOTATION;
 use winfleet::reconcile::machines::{MachineStep, machine_instances};
 use winfleet::reconcile::report::RoundReport;
 use winfleet::ssh::{KnownHosts, Session, load_key};
@@ -178,18 +177,10 @@ fn env(name: &str, default: usize) -> usize {
 /// The bench with the payload padded by FILES files of MIB MiB in all.
 async fn start(n: usize) -> MachineBench {
     let mut bench = MachineBench::start(Backend::InMemory, n, Some(0)).await.expect("the in-memory API");
-    let source = bench.cloud.dir.join("payload-src");
-    wmco_transfer::binaries(&source.join("extra"), env("FILES", 20), env("MIB", 20));
-    let padded = Arc::new(Payload::load(&source).unwrap());
-    let fleet_yaml = bench.repo.path().join("fleet.yaml");
-    let text = std::fs::read_to_string(&fleet_yaml).unwrap().replace(&bench.payload.digest, &padded.digest);
-    std::fs::write(&fleet_yaml, text).unwrap();
-    bench.options.payload = PayloadState::Loaded(Arc::clone(&padded));
-    bench.payload = padded;
+    bench.repin(|source| wmco_transfer::binaries(&source.join("extra"), env("FILES", 20), env("MIB", 20)));
     bench.options.max_parallel = bench.desired.fleet.max_parallel as usize;
     bench.options.join.register_timeout = Duration::from_secs(300);
     bench.options.join.ready_timeout = Duration::from_secs(300);
-    bench.reload();
     let first = bench.round().await;
     assert!(!first.failed(), "{}", first.render_text());
     bench
