@@ -95,7 +95,7 @@ impl Metrics {
         let commit_to_applied = commit_buckets();
         registry.register_with_unit(
             "commit_to_applied",
-            "From a revision's commit to the end of its first round without failures",
+            "From a revision's commit to the end of the round that applied it, when that round had no failures",
             Unit::Seconds,
             commit_to_applied.clone(),
         );
@@ -186,7 +186,7 @@ impl Metrics {
         }
     }
 
-    /// A new revision's first round ended without failures `seconds` after
+    /// The round that applied a new revision ended without failures `seconds` after
     /// its commit (0 when the committer's clock is ahead).
     pub fn revision_applied(&self, seconds: f64) {
         self.commit_to_applied.observe(seconds.max(0.0));
