@@ -202,7 +202,8 @@ pub fn repin(dir: &Path, repo: &Path, payload: &mut Arc<Payload>, options: &mut 
     options.payload = PayloadState::Loaded(Arc::clone(payload));
 }
 
-fn load(repo: &Path) -> Desired {
+/// The repository at `repo`, loaded (it must be valid).
+pub fn load(repo: &Path) -> Desired {
     let loaded = winfleet::desired::load(&winfleet::source::read_worktree(repo).unwrap(), Default::default());
     loaded.desired.unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics))
 }

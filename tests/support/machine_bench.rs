@@ -18,6 +18,7 @@ use winfleet::reconcile::{self, Options, report::RoundReport};
 use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
 
 use super::controlplane::{Backend, TestApi};
+use super::join::load;
 use super::join_payload::{payload, services_manifest};
 use super::machine_provider::Cloud;
 
@@ -85,13 +86,13 @@ impl MachineBench {
             Settings { connect_timeout: Duration::from_secs(2), ..Settings::default() },
         );
         let options = super::join::options(&payload);
-        let desired = load(&repo);
+        let desired = load(repo.path());
         Some(MachineBench { cloud, api, cluster, desired, payload, pool, repo, options })
     }
 
     /// Loads the repository again.
     pub fn reload(&mut self) {
-        self.desired = load(&self.repo);
+        self.desired = load(self.repo.path());
     }
 
     /// Changes the payload with `edit` (on the payload directory), pins
@@ -162,11 +163,6 @@ impl MachineBench {
         let spec = self.desired.specs.values().next().unwrap().lifecycle.as_ref().unwrap();
         spec.at_runtime(&self.options.payload, None).version
     }
-}
-
-fn load(repo: &tempfile::TempDir) -> Desired {
-    let loaded = winfleet::desired::load(&winfleet::source::read_worktree(repo.path()).unwrap(), Default::default());
-    loaded.desired.unwrap_or_else(|| panic!("{:#?}", loaded.diagnostics))
 }
 
 /// Whether the MachineSet's Machines are all Ready, as the round reports.
