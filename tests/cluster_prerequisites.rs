@@ -79,11 +79,9 @@ async fn events(bench: &Bench) -> Vec<String> {
 
 /// One round that must hold the join with exactly `reason`; nothing is
 /// written to the node.
-async fn held(bench: &mut Bench, reason: &str) -> RoundReport {
+async fn held(bench: &Bench, reason: &str) -> RoundReport {
     let files = bench.fleet.nodes[0].files();
-    bench.options.dry_run = true;
-    let plan = bench.round().await;
-    bench.options.dry_run = false;
+    let plan = bench.plan().await;
     let text = plan.render_text();
     assert!(text.contains(&format!("Prerequisites REFUSED: no node joins or upgrades this round: {reason}")), "{text}");
     let report = bench.round().await;
@@ -115,8 +113,8 @@ async fn refused_then_joined(backend: Backend) {
     let too_old = format!(
         "the payload's kubelet v1.33.0 is 4 minor versions older than the API server {api_server}; at most 3 are supported"
     );
-    held(&mut bench, &too_old).await;
-    held(&mut bench, &too_old).await;
+    held(&bench, &too_old).await;
+    held(&bench, &too_old).await;
     let note = format!("no node joins or upgrades: {too_old}");
     assert_eq!(events(&bench).await, [note], "one Warning Event, not one per round");
 
@@ -125,7 +123,7 @@ async fn refused_then_joined(backend: Backend) {
     let too_new = format!(
         "the payload's kubelet v1.38.1 is newer than the API server {api_server}: a kubelet may never be newer"
     );
-    held(&mut bench, &too_new).await;
+    held(&bench, &too_new).await;
     assert_eq!(events(&bench).await.len(), 2, "a changed reason is a new Event");
 
     // Within the skew, but the cluster network has no hybrid overlay.
@@ -133,7 +131,7 @@ async fn refused_then_joined(backend: Backend) {
     network(&bench.api, false).await;
     let no_hybrid = "OVN-Kubernetes has no hybrid overlay (spec.defaultNetwork.ovnKubernetesConfig.\
                      hybridOverlayConfig.hybridClusterNetwork is empty): configure hybrid networking first";
-    held(&mut bench, no_hybrid).await;
+    held(&bench, no_hybrid).await;
 
     // Fixed: the next round joins.
     network(&bench.api, true).await;

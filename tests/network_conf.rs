@@ -231,10 +231,8 @@ fn units(bench: &Bench) -> Vec<String> {
 }
 
 /// A dry run (what `plan --live` runs): every node's operations name `what`.
-async fn planned_on_every_node(bench: &mut Bench, what: &str) {
-    bench.options.dry_run = true;
-    let planned = bench.round().await;
-    bench.options.dry_run = false;
+async fn planned_on_every_node(bench: &Bench, what: &str) {
+    let planned = bench.plan().await;
     assert_eq!(planned.nodes.len(), NAMES.len());
     for node in &planned.nodes {
         let NodeResult::Done { operations, .. } = &node.result else { panic!("{node:?}") };
@@ -242,7 +240,7 @@ async fn planned_on_every_node(bench: &mut Bench, what: &str) {
     }
 }
 
-async fn a_network_change_reaches_every_node_in_the_next_round(mut bench: Bench) {
+async fn a_network_change_reaches_every_node_in_the_next_round(bench: Bench) {
     let networks: Api<DynamicObject> =
         Api::all_with(bench.api.client(), &resource("operator.openshift.io", "v1", "Network", "networks"));
     let object: DynamicObject = serde_json::from_value(operator_network(9898)).unwrap();
@@ -257,7 +255,7 @@ async fn a_network_change_reaches_every_node_in_the_next_round(mut bench: Bench)
     // restarts) on every node; network-conf.ps1 stays.
     let patch = json!({"spec": {"defaultNetwork": {"ovnKubernetesConfig": {"hybridOverlayConfig": {"hybridOverlayVXLANPort": 4800}}}}});
     networks.patch("cluster", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    planned_on_every_node(&mut bench, HYBRID_OVERLAY_SERVICE).await;
+    planned_on_every_node(&bench, HYBRID_OVERLAY_SERVICE).await;
     assert!(units(&bench).iter().all(|u| u.contains("--hybrid-overlay-vxlan-port 9898")), "the dry run wrote nothing");
     let before: Vec<_> = bench.fleet.nodes.iter().map(|n| n.service_pids()).collect();
     let report = bench.round().await;
@@ -280,7 +278,7 @@ async fn a_network_change_reaches_every_node_in_the_next_round(mut bench: Bench)
         Api::all_with(bench.api.client(), &resource("config.openshift.io", "v1", "Network", "networks"));
     let patch = json!({"spec": {"serviceNetwork": [NEW_SERVICE_NETWORK]}});
     configs.patch("cluster", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    planned_on_every_node(&mut bench, "network-conf.ps1").await;
+    planned_on_every_node(&bench, "network-conf.ps1").await;
     assert_eq!(scripts(&bench), vec![network_conf_script(SERVICE_NETWORK); 2], "the dry run wrote nothing");
     let report = bench.round().await;
     assert!(!report.failed(), "{}\n{}", report.render_text(), logs(&bench.fleet));

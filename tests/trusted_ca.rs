@@ -27,12 +27,11 @@ use support::identity::{install_identity, service_account_token};
 use support::join::{Bench, bench, logs};
 use winfleet::cluster::deconfigure::DeconfigureResult;
 use winfleet::dialect::{posix_lifecycle_apply, powershell_lifecycle};
-use winfleet::engine::host::SshHost;
 use winfleet::lifecycle::change::LifecycleChange;
 use winfleet::lifecycle::manifest::ServicesManifest;
 use winfleet::lifecycle::trusted_ca::{self, BUNDLE, Certificate, TrustedCa, certificates};
 use winfleet::lifecycle::{LifecycleDirs, LifecycleSpec};
-use winfleet::reconcile::{self, report::RoundReport};
+use winfleet::reconcile::report::RoundReport;
 use winfleet::vocab::Shell;
 
 #[test]
@@ -87,11 +86,7 @@ fn expect(bench: &Bench, bundle: &str, report: &RoundReport) {
 /// A `plan --live` round: what it shows; it writes nothing.
 async fn plan_live(bench: &Bench) -> String {
     let before = on_nodes(bench);
-    let options = reconcile::Options { dry_run: true, ..bench.options.clone() };
-    let instances: Vec<_> = bench.desired.instances.values().collect();
-    let host = SshHost { pool: &bench.pool };
-    let report =
-        reconcile::round(Some(&bench.cluster), &bench.pool, &host, &bench.desired, &instances, &options, |_| {}).await;
+    let report = bench.plan().await;
     assert_eq!(on_nodes(bench), before, "a plan writes nothing");
     report.render_text()
 }

@@ -93,6 +93,14 @@ impl Bench {
         reconcile::round(Some(&self.cluster), &self.pool, &host, &self.desired, &instances, &self.options, |_| {}).await
     }
 
+    /// The same round as a dry run (what `plan --live` runs).
+    pub async fn plan(&self) -> RoundReport {
+        let instances: Vec<&Instance> = self.desired.instances.values().collect();
+        let host = SshHost { pool: &self.pool };
+        let options = Options { dry_run: true, ..self.options.clone() };
+        reconcile::round(Some(&self.cluster), &self.pool, &host, &self.desired, &instances, &options, |_| {}).await
+    }
+
     /// The Node `name`, which must exist.
     pub async fn node(&self, name: &str) -> Value {
         self.api.get("v1", "Node", None, name).await.unwrap_or_else(|| panic!("Node {name} is not registered"))
