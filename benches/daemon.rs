@@ -23,6 +23,8 @@
 
 #[path = "../tests/support/fleet.rs"]
 mod fleet;
+#[path = "../tests/support/port.rs"]
+mod port;
 #[path = "../tests/support/remote.rs"]
 mod remote;
 

@@ -35,6 +35,8 @@ mod fleet;
 mod netem;
 #[path = "fleet/network.rs"]
 mod network;
+#[path = "../tests/support/port.rs"]
+mod port;
 
 use std::fmt::Write as _;
 use std::sync::Arc;

@@ -30,6 +30,8 @@
 
 #[path = "../tests/support/fleet.rs"]
 mod fleet;
+#[path = "../tests/support/port.rs"]
+mod port;
 #[path = "../tests/support/wmco_transfer.rs"]
 mod wmco_transfer;
 

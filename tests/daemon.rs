@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use support::daemon::*;
 use support::fleet::TestFleet;
+use support::port::free_port;
 use winfleet::daemon::round::RoundKind;
 use winfleet::daemon::source::SourceConfig;
 use winfleet::daemon::{self, Config};

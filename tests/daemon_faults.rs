@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use support::daemon::*;
 use support::fleet::TestFleet;
+use support::port::free_port;
 use support::remote::{Remote, git};
 use winfleet::daemon::round::{RoundKind, RoundRecord};
 use winfleet::daemon::{self, Config, Handle};

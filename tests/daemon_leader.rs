@@ -12,6 +12,7 @@ use std::time::Duration;
 use support::apiserver::ApiServer;
 use support::daemon::*;
 use support::fleet::TestFleet;
+use support::port::free_port;
 use support::remote::Remote;
 use winfleet::cluster::connect::Cluster;
 use winfleet::daemon::leadership::lease::{LeaseConfig, WEBHOOK_ANNOTATION};

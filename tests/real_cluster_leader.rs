@@ -23,8 +23,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
 use support::controlplane::{Backend, TestApi};
-use support::daemon::{daemon_command, free_port, hosts_toml, mirrors, remote, stderr_lines};
+use support::daemon::{daemon_command, hosts_toml, mirrors, remote, stderr_lines};
 use support::fleet::TestFleet;
+use support::port::free_port;
 use support::remote::Remote;
 
 const NS: &str = "winfleet";

@@ -33,6 +33,8 @@ mod fleet;
 mod join_payload;
 #[path = "../../tests/support/kubelet.rs"]
 mod kubelet;
+#[path = "../../tests/support/port.rs"]
+mod port;
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};

@@ -191,10 +191,6 @@ pub fn daemon_command(remote: &Remote, fleet: &TestFleet, cache: &PathBuf, metri
     cmd
 }
 
-pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
 /// Makes every script on `fleet`'s nodes a second slower (each decodes
 /// base64) and every file rename too, so a signal or a kill lands inside a
 /// round.

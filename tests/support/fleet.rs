@@ -27,7 +27,7 @@ pub use systemctl::systemctl_script;
 
 use std::fmt::Write as _;
 use std::fs;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -113,10 +113,6 @@ fn chown_tree(path: &Path, owner: Option<(u32, u32)>) {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
-}
-
 impl TestFleet {
     /// Starts `n` nodes named `win-node-<i>` and waits until each accepts
     /// connections.
@@ -151,7 +147,7 @@ impl TestFleet {
         let seq = FLEETS.fetch_add(1, Ordering::Relaxed);
         let a = 100 + std::process::id() % 100;
         let b = seq % 250;
-        let port = free_port();
+        let port = super::port::free_port();
         let mut fleet =
             TestFleet { dir, user, key, rsa_key, known_hosts: root.join("known_hosts"), port, nodes: Vec::new() };
         let mut known = String::new();

@@ -152,6 +152,7 @@ pub mod join_payload;
 pub mod kubelet;
 pub mod machine_bench;
 pub mod machine_provider;
+pub mod port;
 pub mod powershell;
 pub mod registry;
 pub mod remote;

@@ -38,10 +38,7 @@ pub fn digest(bytes: &[u8]) -> String {
     format!("sha256:{}", winfleet::vocab::file::sha256_hex(bytes))
 }
 
-/// A free port on 127.0.0.1 (bound, then released for a server to take).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
+use super::port::free_port;
 
 /// A throwaway CA and one server certificate for 127.0.0.1, as PEM files.
 pub struct Ca {

@@ -168,7 +168,7 @@ pub struct GitDaemon {
 impl GitDaemon {
     /// Serves `remote` until dropped.
     pub fn serve(remote: &Remote) -> Self {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let port = super::port::free_port();
         let base = remote.dir.path().display().to_string();
         // git-daemon itself, not `git daemon` (which forks it): dropping
         // this must stop the server, not only its parent.
