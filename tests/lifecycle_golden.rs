@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use winfleet::dialect::{self, ObserveList, powershell};
 use winfleet::lifecycle::change::LifecycleChange;
+use winfleet::lifecycle::containers::FeatureState;
 use winfleet::lifecycle::facts::Leftover;
 use winfleet::lifecycle::facts::{Definition, FileFact, LifecycleFacts, ServiceFact};
 use winfleet::lifecycle::manifest::{NodeJsonPath, NodeVariable, PreScript, ServiceDef, ServicesManifest};
@@ -178,6 +179,7 @@ fn scripts(shell: Shell) -> Vec<(&'static str, String)> {
         files: lifecycle.files.iter().map(|f| (f.path.clone(), "1024:1:2:3".to_owned())).collect(),
         variables: vec![("kubelet".into(), "NODE_IP".into(), "hostname -I".into())],
         record: true,
+        containers: true,
     };
     match shell {
         Shell::Powershell => vec![
@@ -213,6 +215,22 @@ fn upgrade_script(shell: Shell) -> String {
     assert!(plan.changes.iter().any(|c| matches!(c, LifecycleChange::RemoveFile { path } if *path == old_file)));
     let indexed: Vec<(usize, &LifecycleChange<'_>)> =
         plan.changes.iter().enumerate().filter(|(_, c)| !c.is_preparation()).collect();
+    match shell {
+        Shell::Powershell => powershell::apply_script(&spec, &[], &indexed),
+        Shell::Posix => dialect::apply(&spec, &facts, &[], &indexed).input,
+    }
+}
+
+/// A host without the Containers feature: it is enabled, and nothing else
+/// is done before the reboot.
+fn containers_script(shell: Shell) -> String {
+    let spec = spec(shell);
+    let mut facts = facts(shell);
+    facts.lifecycle.containers = Some(FeatureState::Disabled("Disabled".into()));
+    let lifecycle = spec.lifecycle.as_deref().unwrap();
+    let plan = plan_lifecycle(lifecycle, &facts.lifecycle, Context { mode: Mode::Join, node: None, disrupt: false });
+    assert_eq!(plan.changes, [LifecycleChange::EnableContainers]);
+    let indexed: Vec<(usize, &LifecycleChange<'_>)> = plan.changes.iter().enumerate().collect();
     match shell {
         Shell::Powershell => powershell::apply_script(&spec, &[], &indexed),
         Shell::Posix => dialect::apply(&spec, &facts, &[], &indexed).input,
@@ -267,6 +285,7 @@ fn lifecycle_scripts_match_their_golden_files() {
     for (shell, name, ext) in [(Shell::Powershell, "powershell", "ps1"), (Shell::Posix, "posix", "sh")] {
         let mut texts =
             vec![("upgrade-apply", upgrade_script(shell)), ("deconfigure-apply", deconfigure_script(shell))];
+        texts.push(("containers-apply", containers_script(shell)));
         texts.extend(scripts(shell));
         for (kind, text) in texts {
             let path = support::fixture(&format!("dialect/lifecycle/{name}-{kind}.{ext}"));

@@ -187,7 +187,7 @@ fn render(manifest: &ServicesManifest, shell: Shell, home: &str) -> Rendered {
             })
         })
         .collect();
-    let list = ObserveList { files: vec![], variables, record: true };
+    let list = ObserveList { files: vec![], variables, record: true, containers: true };
     let mut out = Rendered { units, readable: vec![], wrapped: vec![], posix: vec![] };
     let scripts = [
         ("observe", Some(dialect::observe(&spec, Some(&list)))),

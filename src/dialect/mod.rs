@@ -14,6 +14,7 @@
 //! - systemd's formats (units, the posix environment drop-in) are in
 //!   [`crate::vocab::systemd`].
 
+pub mod containers;
 pub mod posix;
 pub mod posix_lifecycle;
 pub mod posix_lifecycle_apply;

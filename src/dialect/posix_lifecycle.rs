@@ -57,6 +57,8 @@ pub struct ObserveList {
     pub variables: Vec<(String, String, String)>,
     /// Read winfleet's install record too.
     pub record: bool,
+    /// Ask about the Containers feature (a host being configured).
+    pub containers: bool,
 }
 
 /// The observation part (inside `main`, after the common facts).
@@ -83,6 +85,9 @@ pub fn observe(spec: &LifecycleSpec, list: &ObserveList) -> String {
         b64(units)
     );
     s.push_str(OBSERVE);
+    if list.containers {
+        s.push_str(&super::containers::posix_observe());
+    }
     if list.record {
         let _ =
             writeln!(s, "recf=$(d '{}'; printf x); recf=${{recf%x}}\n{RECORD_OBSERVE}", b64(record_path(Shell::Posix)));

@@ -99,7 +99,7 @@ pub fn apply(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) ->
     let mut leftovers = String::new();
     let mut uploads: BTreeMap<&str, String> = BTreeMap::new();
     for (i, change) in changes {
-        if let Some(line) = super::trust::posix_line(*i, change) {
+        if let Some(line) = super::trust::posix_line(*i, change).or_else(|| super::containers::posix_line(*i, change)) {
             files.push_str(&line);
             continue;
         }
@@ -169,13 +169,14 @@ pub fn apply(spec: &LifecycleSpec, changes: &[(usize, &LifecycleChange<'_>)]) ->
             LifecycleChange::ForgetRecord => {
                 let _ = writeln!(files, "forget {i}");
             }
-            LifecycleChange::CreateDir { .. } => {}
+            LifecycleChange::CreateDir { .. } | LifecycleChange::EnableContainers => {}
         }
     }
     let mut s = record_setup();
     let _ = writeln!(s, "unitsdir=$(v '{}'); unitsdir=${{unitsdir%x}}", b64(spec.units_dir.as_deref().unwrap_or(".")));
     s.push_str(HELPERS);
     s.push_str(super::trust::helpers(changes, super::trust::POSIX_HELPERS));
+    s.push_str(super::containers::helpers(changes, super::containers::POSIX_HELPERS));
     s.push_str(&stops);
     s.push_str(&leftovers);
     for (dir, list) in &uploads {

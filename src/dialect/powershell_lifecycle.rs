@@ -41,6 +41,9 @@ pub fn observe(spec: &LifecycleSpec, list: &ObserveList) -> String {
     let mut s = String::new();
     let _ = writeln!(s, "  $lc = ConvertFrom-WfBase64 '{}' | ConvertFrom-Json", b64(&input.to_string()));
     s.push_str(OBSERVE);
+    if list.containers {
+        s.push_str(&super::containers::powershell_observe());
+    }
     if list.record {
         let _ = writeln!(s, "  $rec = ConvertFrom-WfBase64 '{}'", b64(record_path(Shell::Powershell)));
         s.push_str(RECORD_OBSERVE);
@@ -179,7 +182,9 @@ pub fn apply(changes: &[(usize, &LifecycleChange<'_>)]) -> String {
     let mut leftovers = String::new();
     let mut uploads: Vec<serde_json::Value> = Vec::new();
     for (i, change) in changes {
-        if let Some(line) = super::trust::powershell_line(*i, change) {
+        if let Some(line) =
+            super::trust::powershell_line(*i, change).or_else(|| super::containers::powershell_line(*i, change))
+        {
             files.push_str(&line);
             continue;
         }
@@ -253,12 +258,13 @@ pub fn apply(changes: &[(usize, &LifecycleChange<'_>)]) -> String {
             LifecycleChange::ForgetRecord => {
                 let _ = writeln!(files, "Remove-WfRecord {i}");
             }
-            LifecycleChange::CreateDir { .. } => {}
+            LifecycleChange::CreateDir { .. } | LifecycleChange::EnableContainers => {}
         }
     }
     let mut s = record_setup();
     s.push_str(HELPERS);
     s.push_str(super::trust::helpers(changes, super::trust::POWERSHELL_HELPERS));
+    s.push_str(super::containers::helpers(changes, super::containers::POWERSHELL_HELPERS));
     s.push_str(&stops);
     s.push_str(&leftovers);
     if !uploads.is_empty() {

@@ -172,7 +172,7 @@ async fn observe_and_apply(
     }
     let changes = plan_node(spec, &facts);
     let lifecycle = spec.lifecycle.as_deref().map(|l| (l, plan_lifecycle(l, &facts.lifecycle, context.plan_context())));
-    let reboot_required = plan::reboot_required(&facts, &changes);
+    let reboot_required = plan::reboot_required(&facts, &changes) || lifecycle.as_ref().is_some_and(|(_, p)| p.reboot);
     let mut in_sync = plan::in_sync(spec, &changes);
     let mut operations: Vec<OpReport> =
         changes.iter().map(|c| OpReport { operation: c.operation(spec), outcome: None }).collect();
@@ -187,6 +187,7 @@ async fn observe_and_apply(
             waiting: plan.waiting.clone(),
             error: plan.error.clone(),
             uploaded_bytes: 0,
+            reboot_first: plan.reboot,
         });
     }
     if !dry_run && !operations.is_empty() {

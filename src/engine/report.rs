@@ -111,6 +111,10 @@ pub struct LifecycleReport {
     pub error: Option<String>,
     /// Bytes uploaded this round.
     pub uploaded_bytes: u64,
+    /// The host reboots before its configuration goes on (the Containers
+    /// feature); a host with no Node is rebooted by the round itself.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub reboot_first: bool,
 }
 
 /// Operation counts of one node or a whole round.
@@ -240,11 +244,17 @@ pub fn render_text(reports: &[NodeReport], dry_run: bool) -> String {
                 }
             }
         }
-        if *reboot_required {
-            let _ = writeln!(
-                out,
-                "    ! reboot owed: environment changes take effect after a safe reboot (cordon, drain, reboot, uncordon)"
-            );
+        match report.lifecycle.as_ref().filter(|l| l.reboot_first) {
+            Some(l) => {
+                let _ = writeln!(out, "    ! reboot first: {}", l.waiting.join("; "));
+            }
+            None if *reboot_required => {
+                let _ = writeln!(
+                    out,
+                    "    ! reboot owed: environment changes take effect after a safe reboot (cordon, drain, reboot, uncordon)"
+                );
+            }
+            None => {}
         }
     }
     let _ = writeln!(out, "{}", summary(reports, dry_run));
@@ -327,6 +337,7 @@ mod tests {
             waiting: Vec::new(),
             error: blocked.map(str::to_owned),
             uploaded_bytes: 0,
+            reboot_first: false,
         };
         NodeReport {
             lifecycle: Some(lifecycle),

@@ -37,7 +37,8 @@ pub fn observe_list(spec: &LifecycleSpec, known: &HashCache, context: &NodeConte
         })
         .collect();
     let record = matches!(context.mode, Some(Mode::Upgrade | Mode::Deconfigure));
-    ObserveList { files, variables, record }
+    let containers = matches!(context.mode(), Mode::Prepare | Mode::Join);
+    ObserveList { files, variables, record, containers }
 }
 
 /// One node's apply.

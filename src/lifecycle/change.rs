@@ -78,6 +78,10 @@ pub enum LifecycleChange<'a> {
         /// Which of the two.
         kind: Leftover,
     },
+    /// Enable the Windows Containers feature (posix: write the
+    /// modules-load.d file of its kernel modules); the host reboots before
+    /// anything else is configured ([`super::containers`]).
+    EnableContainers,
     /// Deconfigure: remove the install record itself, last, and only when
     /// every removal before it in the same script succeeded.
     ForgetRecord,
@@ -123,6 +127,9 @@ impl LifecycleChange<'_> {
                 Operation::RemoveLeftover { path: (*path).to_owned(), staging: *kind == Leftover::Staging }
             }
             LifecycleChange::ForgetRecord => Operation::ForgetRecord,
+            LifecycleChange::EnableContainers => {
+                Operation::EnableFeature { name: super::containers::FEATURE.to_owned() }
+            }
         }
     }
 
@@ -144,4 +151,7 @@ pub struct LifecyclePlan<'a> {
     pub error: Option<String>,
     /// Items already as desired.
     pub in_sync: usize,
+    /// The host reboots before its configuration goes on (the Containers
+    /// feature was enabled, now or earlier).
+    pub reboot: bool,
 }

@@ -12,6 +12,7 @@
 //! lvar <service> <variable> ok <value> | err <message>          a pre-script's output
 //! lrecord <content>                  winfleet's install record
 //! lleft <path> staging|temp          a crash's leftover of winfleet's own ([`super::leftover`])
+//! containers <state>                 the Containers feature (a host being configured; [`super::containers`])
 //! ```
 //!
 //! Hashing every payload file in every observation would cost a node its
@@ -23,6 +24,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::containers::FeatureState;
 use super::record::InstallRecord;
 use crate::vocab::report::{ReportError, ServiceState, Tokens};
 
@@ -46,6 +48,9 @@ pub struct LifecycleFacts {
     /// What a crash left of winfleet's own (staging directories, temporary
     /// files), by node path.
     pub leftovers: BTreeMap<String, Leftover>,
+    /// The Containers feature, when it was asked about (a host being
+    /// configured).
+    pub containers: Option<FeatureState>,
 }
 
 /// A file as observed.
@@ -112,6 +117,7 @@ pub(crate) fn read_token<'a>(
 ) -> Result<bool, ReportError> {
     match keyword {
         "home" => facts.home = Some(tokens.next()?.to_owned()),
+        "containers" => facts.containers = Some(FeatureState::parse(tokens.next()?)),
         "ldir" => {
             let path = tokens.next()?.to_owned();
             match tokens.next()? {

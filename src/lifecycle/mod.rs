@@ -19,6 +19,7 @@
 //! [`Mode`], decided from the cluster (the Node and its version annotation).
 
 pub mod change;
+pub mod containers;
 pub mod facts;
 pub mod leftover;
 pub mod manifest;

@@ -16,6 +16,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::change::{LifecycleChange, LifecyclePlan};
+use super::containers;
 use super::facts::LifecycleFacts;
 use super::leftover::removals;
 use super::manifest::ServiceDef;
@@ -49,6 +50,15 @@ pub fn plan_lifecycle<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts, ct
     }
     if ctx.mode == Mode::UpgradePending {
         plan.waiting.push(format!("the Node runs an older winfleet version; {} waits for its upgrade", spec.version));
+        return plan;
+    }
+    // The Containers feature comes first, with its reboot (WMCO's order).
+    if matches!(ctx.mode, Mode::Prepare | Mode::Join)
+        && let Some((change, why)) = containers::step(facts.containers.as_ref())
+    {
+        plan.changes.extend(change);
+        plan.waiting.push(why);
+        plan.reboot = true;
         return plan;
     }
     let mut body = Vec::new();

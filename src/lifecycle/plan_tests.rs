@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use super::*;
 use crate::lifecycle::NodeFile;
+use crate::lifecycle::containers::FeatureState;
 use crate::lifecycle::facts::{FileFact, ServiceFact};
 use crate::lifecycle::material::{ClusterMaterial, render};
 use crate::lifecycle::tests_support::posix_spec;
@@ -96,6 +97,7 @@ fn after(spec: &LifecycleSpec, facts: &LifecycleFacts, changes: &[LifecycleChang
                 facts.leftovers.remove(*path);
             }
             LifecycleChange::ForgetRecord => facts.record = None,
+            LifecycleChange::EnableContainers => facts.containers = Some(FeatureState::EnablePending),
         }
     }
     let _ = spec;
@@ -120,6 +122,7 @@ fn names(changes: &[LifecycleChange<'_>]) -> Vec<String> {
             LifecycleChange::RemoveDir { path } => format!("rmdir {path}"),
             LifecycleChange::RemoveLeftover { path, .. } => format!("remove leftover {path}"),
             LifecycleChange::ForgetRecord => "forget the record".to_owned(),
+            LifecycleChange::EnableContainers => "enable Containers".to_owned(),
         })
         .collect()
 }
@@ -328,4 +331,26 @@ fn deconfigure_removes_a_crashs_leftovers_before_the_directories_holding_them() 
             "forget the record"
         ]
     );
+}
+
+#[test]
+fn a_host_without_the_containers_feature_gets_it_and_a_reboot_before_anything_else() {
+    let spec = spec();
+    let mut facts = fresh();
+    facts.containers = Some(FeatureState::Disabled("Disabled".into()));
+    let plan = plan_lifecycle(&spec, &facts, JOIN);
+    assert_eq!(names(&plan.changes), ["enable Containers"]);
+    assert!(plan.reboot && plan.waiting[0].contains("reboots before it is configured"), "{plan:?}");
+    // Enabled, the reboot still owed: nothing else is done yet.
+    let pending = after(&spec, &facts, &plan.changes);
+    let plan = plan_lifecycle(&spec, &pending, JOIN);
+    assert!(plan.changes.is_empty() && plan.reboot, "{plan:?}");
+    // After the reboot the configuration goes on.
+    let mut back = pending.clone();
+    back.containers = Some(FeatureState::Enabled);
+    let plan = plan_lifecycle(&spec, &back, JOIN);
+    assert!(!plan.reboot && plan.changes.len() > 3, "{plan:?}");
+    // A node already joined is not asked (WMCO checks at configure only).
+    let maintain = Context { mode: Mode::Maintain, node: None, disrupt: false };
+    assert!(!plan_lifecycle(&spec, &facts, maintain).reboot);
 }

@@ -86,6 +86,18 @@ pub fn candidates<'a>(
             });
             continue;
         }
+        if report.lifecycle.as_ref().is_some_and(|l| l.reboot_first) {
+            held.push(JoinReport {
+                address: instance.address.clone(),
+                node: None,
+                result: JoinResult::NotStarted {
+                    reason: "its host reboots first, for the Containers feature; it is configured and joined after"
+                        .into(),
+                },
+                services: None,
+            });
+            continue;
+        }
         let ipv4 = resolved.get(&instance.address).and_then(|r| r.as_ref().ok()).copied();
         joining.push(Candidate { instance, ipv4, byoh: i < byoh });
     }

@@ -26,6 +26,7 @@ pub mod machines;
 mod machines_tests;
 mod machines_text;
 mod prerequisites;
+mod reboot_first;
 pub mod report;
 mod sources;
 mod sources_text;
@@ -92,6 +93,7 @@ pub async fn round<H: Host>(
         let owned = lifecycle::runtime_instances(instances, &options.payload, None, None);
         let all: Vec<&Instance> = owned.iter().collect();
         let nodes = node_round(pool, &all, options, &BTreeMap::new(), on_node).await;
+        let nodes = reboot_first::reboot_unjoined(pool, host, &all, options, &BTreeMap::new(), nodes).await;
         return RoundReport { dry_run: options.dry_run, nodes, cluster: None };
     };
     let mut report = ClusterReport { api: cluster.url.clone(), ..ClusterReport::default() };
@@ -189,6 +191,9 @@ pub async fn round<H: Host>(
     }
     let (nodes, mut held_by_prerequisites) =
         prerequisites::node_round(pool, &all, options, &contexts, &report.prerequisites, on_node).await;
+    // Hosts with no Node that enabled the Containers feature reboot now and
+    // go on with their configuration (reboot_first.rs).
+    let nodes = reboot_first::reboot_unjoined(pool, host, &all, options, &contexts, nodes).await;
     let machine_addresses: BTreeSet<String> = machines.iter().map(|m| m.address.clone()).collect();
     let (nodes, waiting) = machines::split_waiting(nodes, &machine_addresses, &facts, &pool.public_key_hash());
     if lifecycle_on {

@@ -111,6 +111,7 @@ pub fn hold(mut report: NodeReport, instance: &Instance, refused: &str) -> NodeR
         waiting: Vec::new(),
         error: Some(blocked_reason(refused)),
         uploaded_bytes: 0,
+        reboot_first: false,
     });
     report
 }

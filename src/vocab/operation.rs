@@ -120,6 +120,11 @@ pub enum Operation {
         /// Service name.
         name: String,
     },
+    /// Enable a Windows feature (the host reboots for it).
+    EnableFeature {
+        /// The feature.
+        name: String,
+    },
     /// Start (or restart) a service.
     StartService {
         /// Service name.
@@ -132,7 +137,7 @@ pub enum Operation {
 impl Operation {
     /// Whether the operation disrupts workloads (needs cordon and drain).
     pub fn is_disruptive(&self) -> bool {
-        matches!(self, Operation::SetEnv { .. } | Operation::UnsetEnv { .. })
+        matches!(self, Operation::SetEnv { .. } | Operation::UnsetEnv { .. } | Operation::EnableFeature { .. })
     }
 
     /// The operation on one line (a file's diff comes separately).
@@ -172,6 +177,7 @@ impl Operation {
                 format!("- {path} (temporary file left by an interrupted write)")
             }
             Operation::ForgetRecord => "- install record".to_owned(),
+            Operation::EnableFeature { name } => format!("+ Windows feature {name} (enabled; the host reboots)"),
             Operation::StartService { name, why } => format!("▶ start service {name} ({why})"),
         }
     }

@@ -238,6 +238,15 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         let boot = fs::read_to_string("/proc/sys/kernel/random/uuid").expect("a uuid");
         fs::write(dir.join("boot_id"), boot).expect("boot_id");
         chown_tree(&dir.join("boot_id"), owner);
+        // The Containers feature's posix stand-in (src/lifecycle/containers.rs):
+        // the node's /sys/module and /etc/modules-load.d, bind-mounted as
+        // root; its kernel modules loaded unless a test takes them away.
+        for module in ["overlay", "br_netfilter"] {
+            fs::create_dir_all(dir.join("sysmodule").join(module)).expect("sysmodule");
+        }
+        fs::create_dir_all(dir.join("modules-load.d")).expect("modules-load.d");
+        chown_tree(&dir.join("sysmodule"), owner);
+        chown_tree(&dir.join("modules-load.d"), owner);
         chown_tree(&dir.join("home"), owner);
         chown_tree(&dir.join("bin"), owner);
         if let Some((uid, gid)) = owner {
@@ -259,10 +268,12 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
                 "--",
                 "/bin/sh",
                 "-c",
-                "hostname \"$1\" && mount --bind \"$4\" /proc/sys/kernel/random/boot_id && exec \"$2\" -D -e -f \"$3\"",
+                "hostname \"$1\" && mount --bind \"$4\" /proc/sys/kernel/random/boot_id && mount --bind \"$5\" /sys/module \
+                 && mkdir -p /etc/modules-load.d && mount --bind \"$6\" /etc/modules-load.d && exec \"$2\" -D -e -f \"$3\"",
                 "sh",
             ]);
             c.arg(&self.hostname).arg(SSHD).arg(&self.config).arg(self.dir.join("boot_id"));
+            c.arg(self.dir.join("sysmodule")).arg(self.dir.join("modules-load.d"));
             c
         } else {
             let mut c = Command::new(SSHD);
@@ -331,6 +342,15 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
     pub fn install_systemctl(&self, units: &str) {
         let units = if units.starts_with('/') { units.into() } else { self.path(units) };
         self.shim("systemctl", &systemctl_script(&units, &self.dir.join("services"), &self.dir.join("boot_id")));
+    }
+
+    /// Takes the Containers feature away (its posix stand-in's kernel
+    /// modules unloaded), as on a Windows host that never had it. Seen over
+    /// SSH only as root, where each node has its own `/sys/module`.
+    pub fn without_containers_feature(&self) {
+        for module in ["overlay", "br_netfilter"] {
+            fs::remove_dir(self.dir.join("sysmodule").join(module)).expect("unloading a module");
+        }
     }
 
     /// Makes `systemctl reboot` simulate a reboot (services restarted, a

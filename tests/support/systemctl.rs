@@ -14,12 +14,14 @@ use std::path::Path;
 /// [`simulate_reboots`](super::TestNode::simulate_reboots) asked for more:
 /// then, a second after the command returns (a real reboot drops the
 /// connection), every running service is stopped, `boot` gets a new boot
-/// id (the node's `/proc/sys/kernel/random/boot_id`, bind-mounted as root)
+/// id (the node's `/proc/sys/kernel/random/boot_id`, bind-mounted as root),
+/// the kernel modules its modules-load.d files name are loaded (made
+/// present in its `/sys/module`, bind-mounted as root, like the boot id)
 /// and the enabled services start again.
 pub fn systemctl_script(units: &Path, state: &Path, boot: &Path) -> String {
     format!(
         r#"#!/bin/sh
-units='{units}'; state='{state}'; boot='{boot}'
+units='{units}'; state='{state}'; boot='{boot}'; node=${{boot%/*}}
 mkdir -p "$state"
 echo "$*" >> "$state/systemctl.log"
 verb=$1; shift
@@ -67,6 +69,10 @@ simulated-reboot)
   sleep 1
   for p in "$state"/*.pid; do [ -f "$p" ] && n=${{p##*/}} && stop "${{n%.pid}}"; done
   cat /proc/sys/kernel/random/uuid > "$boot"
+  for f in "$node"/modules-load.d/*.conf; do
+    [ -f "$f" ] || continue
+    while read -r m; do case $m in ''|'#'*) ;; *) mkdir -p "$node/sysmodule/$m" ;; esac; done < "$f"
+  done
   for e in "$state"/*.enabled; do [ -f "$e" ] && n=${{e##*/}} && start "${{n%.enabled}}"; done
   ;;
 is-active) for u in "$@"; do if running "${{u%.service}}"; then echo active; else echo inactive; rc=3; fi; done ;;

@@ -240,6 +240,7 @@ mod tests {
             waiting: Vec::new(),
             error: None,
             uploaded_bytes: 0,
+            reboot_first: false,
         });
         if let Some(reason) = failed {
             r.result = NodeResult::Failed { stage: Stage::Observe, reason: reason.into() };

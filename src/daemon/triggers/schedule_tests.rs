@@ -129,6 +129,7 @@ fn status_and_schedule_agree_on_every_outcome_kind() {
             waiting: Vec::new(),
             error: None,
             uploaded_bytes: 0,
+            reboot_first: false,
         });
         n
     };
