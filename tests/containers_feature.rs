@@ -131,3 +131,41 @@ async fn a_host_not_back_from_its_reboot_fails_and_the_next_round_reboots_it_and
     assert!(operations(&report).iter().all(|(h, o)| !h.contains("Windows feature") && *o == Some(Outcome::Applied)));
     assert_eq!(report.cluster.as_ref().unwrap().joins[0].result, JoinResult::Joined, "{text}");
 }
+
+/// A host WMCO configured (a Node with WMCO's version, no install record of
+/// winfleet's) that lacks the feature: it has a Node, so its reboot goes
+/// through the safe reboot rollout (cordon, drain, reboot, Ready,
+/// uncordon); the round after adopts and joins it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_with_a_node_gets_the_feature_through_the_safe_reboot_then_joins() {
+    use winfleet::cluster::rollout::RebootResult;
+    let Some(bench) = bench(Backend::InMemory, &[NAME]).await else { return };
+    let first = bench.round().await;
+    assert_eq!(first.cluster.as_ref().unwrap().joins[0].result, JoinResult::Joined, "{}", first.render_text());
+    let support::controlplane::TestApi::InMemory { server, .. } = &bench.api else { unreachable!() };
+    let node = &bench.fleet.nodes[0];
+    fs::remove_dir_all(node.path(".winfleet")).unwrap();
+    server.update("v1", "Node", None, NAME, |n| {
+        n["metadata"]["annotations"][winfleet::lifecycle::VERSION_ANNOTATION] = "10.19.0-4f1e0f9".into();
+    });
+    node.without_containers_feature();
+    node.simulate_reboots();
+
+    let report = bench.round().await;
+    let text = report.render_text();
+    assert_eq!(operations(&report).len(), 1, "only the feature: {text}");
+    let cluster = report.cluster.as_ref().unwrap();
+    assert_eq!(cluster.reboots.len(), 1, "{text}");
+    assert!(matches!(cluster.reboots[0].result, RebootResult::Rebooted { .. }), "{text}\n{}", logs(&bench.fleet));
+    assert!(matches!(cluster.joins[0].result, JoinResult::NotStarted { .. }), "{text}");
+    assert_eq!(reboots(&bench), 1);
+    let events = server.list("events.k8s.io/v1", "Event");
+    assert!(events.iter().any(|e| e["reason"] == "Cordoned"), "cordoned for the safe reboot");
+    assert_ne!(bench.node(NAME).await["spec"]["unschedulable"], true, "uncordoned once back");
+
+    let report = bench.round().await;
+    let text = report.render_text();
+    assert_eq!(report.cluster.as_ref().unwrap().joins[0].result, JoinResult::Joined, "{text}");
+    assert!(!text.contains("Windows feature"), "{text}");
+    assert_eq!(reboots(&bench), 1);
+}
