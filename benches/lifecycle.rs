@@ -30,6 +30,10 @@
 
 #[path = "../tests/support/fleet.rs"]
 mod fleet;
+#[path = "../tests/support/netem.rs"]
+mod netem;
+#[path = "lifecycle/network.rs"]
+mod network;
 #[path = "../tests/support/port.rs"]
 mod port;
 #[path = "../tests/support/wmco_transfer.rs"]
@@ -81,7 +85,20 @@ fn manifest() -> ServicesManifest {
     }
 }
 
+/// How the bench reaches the nodes: their own ports and the fleet's
+/// known_hosts (loopback), or a modelled network's relays.
+#[derive(Clone, Copy)]
+struct Route<'a> {
+    /// The relays' port; `None`: each node's own.
+    port: Option<u16>,
+    known_hosts: &'a Path,
+}
+
 fn instances_for(fleet: &TestFleet, payload: &Arc<Payload>) -> Vec<Instance> {
+    instances_via(fleet, payload, None)
+}
+
+fn instances_via(fleet: &TestFleet, payload: &Arc<Payload>, port: Option<u16>) -> Vec<Instance> {
     let dirs = LifecycleDirs { posix_payload: "payload", posix_units: "units", registries: "certs.d" };
     let lifecycle = LifecycleSpec::new(Shell::Posix, &payload.digest, &manifest(), dirs)
         .at_runtime(&PayloadState::Loaded(Arc::clone(payload)), None);
@@ -95,7 +112,7 @@ fn instances_for(fleet: &TestFleet, payload: &Arc<Payload>) -> Vec<Instance> {
         .map(|n| Instance {
             address: n.address.clone(),
             username: fleet.user.clone(),
-            port: n.port,
+            port: port.unwrap_or(n.port),
             shell: Shell::Posix,
             labels: Default::default(),
             annotations: Default::default(),
@@ -130,8 +147,18 @@ async fn wmco_round(
     fleet: &TestFleet,
     upgrade: bool,
 ) -> (Duration, u64) {
+    wmco_round_via(instances, archives, fleet, upgrade, &fleet.known_hosts).await
+}
+
+async fn wmco_round_via(
+    instances: &[Instance],
+    archives: &BTreeMap<String, PathBuf>,
+    fleet: &TestFleet,
+    upgrade: bool,
+    known_hosts: &Path,
+) -> (Duration, u64) {
     let key = Arc::new(load_key(&fleet.key).unwrap());
-    let known = Arc::new(KnownHosts::load(&fleet.known_hosts, false).unwrap());
+    let known = Arc::new(KnownHosts::load(known_hosts, false).unwrap());
     let start = Instant::now();
     let mut sent = 0;
     for instance in instances {
@@ -147,6 +174,11 @@ async fn wmco_round(
 
 /// OpenSSH's scp of the payload to every node, 32 at a time.
 fn scp_round(fleet: &TestFleet, payload: &Path) -> Duration {
+    scp_via(fleet, payload, Route { port: None, known_hosts: &fleet.known_hosts }, false)
+}
+
+/// scp through `route`, with SSH's compression when `compress`.
+fn scp_via(fleet: &TestFleet, payload: &Path, route: Route<'_>, compress: bool) -> Duration {
     let start = Instant::now();
     for chunk in fleet.nodes.chunks(32) {
         let children: Vec<_> = chunk
@@ -155,10 +187,11 @@ fn scp_round(fleet: &TestFleet, payload: &Path) -> Duration {
                 std::process::Command::new("scp")
                     .args(["-q", "-r", "-B", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes"])
                     .arg("-o")
-                    .arg(format!("UserKnownHostsFile={}", fleet.known_hosts.display()))
+                    .arg(format!("UserKnownHostsFile={}", route.known_hosts.display()))
+                    .args(["-o", if compress { "Compression=yes" } else { "Compression=no" }])
                     .arg("-i")
                     .arg(&fleet.key)
-                    .args(["-P", &node.port.to_string()])
+                    .args(["-P", &route.port.unwrap_or(node.port).to_string()])
                     .arg(payload)
                     .arg(format!("{}@{}:scp-copy", fleet.user, node.address))
                     .spawn()
@@ -216,8 +249,15 @@ fn mib(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
+fn env(name: &str, default: usize) -> usize {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 fn main() {
-    let env = |name: &str, default: usize| std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    if let Some(model) = netem::Model::from_env() {
+        network::run(&model);
+        return;
+    }
     let (nodes, files, size) = (env("NODES", 50), env("FILES", 200), env("MIB", 50));
     let started = Instant::now();
     let fleet = TestFleet::start(nodes);
