@@ -11,7 +11,9 @@
 //!    metadata (pure).
 //! 4. Dry-run every cluster write; any rejection aborts the cluster part
 //!    before anything is written.
-//! 5. The node engine (SSH, up to maxParallel at once).
+//! 5. The node engine (SSH, up to maxParallel at once); then the hosts with
+//!    no Node that must reboot before they are configured (the Containers
+//!    feature) are rebooted and run again ([`reboot_first`]).
 //! 6. The cluster writes, then the rollout of the nodes that owe a reboot,
 //!    at most maxUnavailable at a time.
 //!
