@@ -86,7 +86,7 @@ pub async fn round<H: Host>(
     desired: &Desired,
     instances: &[&Instance],
     options: &Options,
-    on_node: impl FnMut(&NodeReport),
+    mut on_node: impl FnMut(&NodeReport),
 ) -> RoundReport {
     let Some(cluster) = cluster else {
         if crate::cluster::sources::follows_cluster(desired) {
@@ -94,8 +94,8 @@ pub async fn round<H: Host>(
         }
         let owned = lifecycle::runtime_instances(instances, &options.payload, None, None);
         let all: Vec<&Instance> = owned.iter().collect();
-        let nodes = node_round(pool, &all, options, &BTreeMap::new(), on_node).await;
-        let nodes = reboot_first::reboot_unjoined(pool, host, &all, options, &BTreeMap::new(), nodes).await;
+        let nodes = node_round(pool, &all, options, &BTreeMap::new(), &mut on_node).await;
+        let nodes = reboot_first::reboot_unjoined((pool, host), &all, options, &BTreeMap::new(), nodes, on_node).await;
         return RoundReport { dry_run: options.dry_run, nodes, cluster: None };
     };
     let mut report = ClusterReport { api: cluster.url.clone(), ..ClusterReport::default() };
@@ -192,10 +192,10 @@ pub async fn round<H: Host>(
         report.prerequisites = crate::cluster::prerequisites::check(&cluster.client, kubelet).await;
     }
     let (nodes, mut held_by_prerequisites) =
-        prerequisites::node_round(pool, &all, options, &contexts, &report.prerequisites, on_node).await;
+        prerequisites::node_round(pool, &all, options, &contexts, &report.prerequisites, &mut on_node).await;
     // Hosts with no Node that enabled the Containers feature reboot now and
     // go on with their configuration (reboot_first.rs).
-    let nodes = reboot_first::reboot_unjoined(pool, host, &all, options, &contexts, nodes).await;
+    let nodes = reboot_first::reboot_unjoined((pool, host), &all, options, &contexts, nodes, on_node).await;
     let machine_addresses: BTreeSet<String> = machines.iter().map(|m| m.address.clone()).collect();
     let (nodes, waiting) = machines::split_waiting(nodes, &machine_addresses, &facts, &pool.public_key_hash());
     if lifecycle_on {

@@ -25,14 +25,15 @@ use crate::progress::{self, Phase};
 use crate::ssh::Pool;
 
 /// Reboots the hosts of `nodes` that must reboot first and have no Node,
-/// and replaces their reports with their node step after the reboot.
+/// and replaces their reports with their node step after the reboot
+/// (`on_node` sees each new report).
 pub async fn reboot_unjoined<H: Host>(
-    pool: &Pool,
-    host: &H,
+    (pool, host): (&Pool, &H),
     instances: &[&Instance],
     options: &Options,
     contexts: &BTreeMap<String, NodeContext>,
     mut nodes: Vec<NodeReport>,
+    mut on_node: impl FnMut(&NodeReport),
 ) -> Vec<NodeReport> {
     if options.dry_run {
         return nodes;
@@ -55,6 +56,7 @@ pub async fn reboot_unjoined<H: Host>(
         let Some((address, after)) = running.next().await else { break };
         if let Some(report) = nodes.iter_mut().find(|r| r.address == address) {
             *report = merged(std::mem::replace(report, NodeReport::new(&address)), after);
+            on_node(report);
         }
     }
     nodes
