@@ -1,6 +1,11 @@
 //! Uploading files over SFTP on a node's existing connection (WMCO-SPEC
-//! 8.4: SFTP, never scp), with many writes in flight per file; payload
-//! files gzip-encoded where that pays ([`wire`]).
+//! 8.4: SFTP, never scp), several files at once and many writes in flight
+//! per file; payload files gzip-encoded where that pays ([`wire`]).
+//!
+//! Several files at once because a file costs round trips that carry no
+//! data: its open, and its close after the last write is acknowledged. One
+//! file after another, a 200-file payload idles 400 round trips per node
+//! (16 s at 40 ms); [`FILES_AT_ONCE`] files on the one channel overlap them.
 
 pub mod wire;
 
@@ -8,6 +13,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use russh_sftp::client::fs::File;
 use russh_sftp::client::{Config, SftpSession};
 use russh_sftp::protocol::{FileAttributes, OpenFlags};
@@ -66,10 +73,13 @@ impl Outgoing for Packed {
 const IN_FLIGHT: usize = 64;
 const CHUNK: u32 = 64 * 1024;
 
+/// Files sent at once on one SFTP channel.
+const FILES_AT_ONCE: usize = 8;
+
 impl Session {
-    /// Uploads `files` in order over one SFTP channel; returns the bytes
-    /// sent (the encoded ones for a packed file). The first failure stops
-    /// the upload and names the file.
+    /// Uploads `files` over one SFTP channel, [`FILES_AT_ONCE`] at a time
+    /// in their order; returns the bytes sent (the encoded ones for a
+    /// packed file). The first failure stops the upload and names the file.
     pub async fn upload<F: Outgoing>(&self, files: &[F], timeout: Duration) -> Result<u64, SshError> {
         let target = self.target().to_string();
         let protocol = |source| SshError::Protocol { target: target.clone(), source };
@@ -91,21 +101,42 @@ impl Session {
         let sftp = SftpSession::new_with_config(channel.into_stream(), config)
             .await
             .map_err(sftp_error("starting SFTP".into()))?;
+        // A plain loop over FuturesUnordered, not a stream adaptor with a
+        // closure: the daemon spawns rounds, and this keeps the future
+        // `Send` without rustc's higher-ranked lifetime trouble.
+        let mut waiting = files.iter();
+        let mut running = FuturesUnordered::new();
         let mut sent = 0u64;
-        for file in files {
-            let result = match file.gzip() {
-                Some(bytes) => send_bytes(&sftp, file.upload(), bytes).await,
-                None => send(&sftp, file.upload()).await,
-            };
-            sent += result.map_err(|reason| SshError::Transfer {
-                target: self.target().to_string(),
-                what: format!("uploading {}", file.upload().remote),
-                reason,
-            })?;
-        }
+        let result = loop {
+            while running.len() < FILES_AT_ONCE {
+                let Some(file) = waiting.next() else { break };
+                running.push(send_one(&sftp, file));
+            }
+            match running.next().await {
+                None => break Ok(sent),
+                Some(Ok(n)) => sent += n,
+                Some(Err((file, reason))) => {
+                    break Err(SshError::Transfer {
+                        target: self.target().to_string(),
+                        what: format!("uploading {file}"),
+                        reason,
+                    });
+                }
+            }
+        };
+        drop(running);
         let _ = sftp.close().await;
-        Ok(sent)
+        result
     }
+}
+
+/// Sends one file; an error names its remote path.
+async fn send_one<F: Outgoing>(sftp: &SftpSession, file: &F) -> Result<u64, (String, String)> {
+    let result = match file.gzip() {
+        Some(bytes) => send_bytes(sftp, file.upload(), bytes).await,
+        None => send(sftp, file.upload()).await,
+    };
+    result.map_err(|reason| (file.upload().remote.clone(), reason))
 }
 
 async fn open(sftp: &SftpSession, path: &str, mode: u32) -> Result<File, String> {
