@@ -55,7 +55,7 @@ fi
 # The dev profile: nothing in the demo needs an optimised binary, a release
 # build of the dependencies takes twice as long, and `cargo test` then
 # reuses what this built.
-echo "== cargo build --bin winfleet --example demo-fleet (from a fresh clone: about 5 minutes on 2 cores)"
+echo "== cargo build --bin winfleet --example demo-fleet (from a fresh clone: about 4 minutes on 2 cores)"
 cargo build --bin winfleet --example demo-fleet
 # Wherever cargo puts it: CARGO_TARGET_DIR and .cargo/config.toml move target/.
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
