@@ -249,6 +249,44 @@ fn mib(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
+/// `nodes` sshd nodes, each with the systemctl shim.
+fn start_fleet(nodes: usize) -> TestFleet {
+    let started = Instant::now();
+    let fleet = TestFleet::start(nodes);
+    for node in &fleet.nodes {
+        node.shim("systemctl", SYSTEMCTL);
+    }
+    println!("fleet: {nodes} sshd nodes up in {}", secs(started.elapsed()));
+    fleet
+}
+
+/// The bench's payload and WMCO's archives of it.
+struct Bundle {
+    /// The payload directory (under the scratch directory).
+    dir: PathBuf,
+    payload: Arc<Payload>,
+    /// WMCO's `.tar.gz` per file, and their total size.
+    archives: BTreeMap<String, PathBuf>,
+    archived: u64,
+}
+
+/// Writes `files` files of `size` MiB in all under `scratch`, and WMCO's
+/// archives of them; prints what it made.
+fn bundle(scratch: &Path, files: usize, size: usize) -> Bundle {
+    let dir = scratch.join("payload");
+    binaries(&dir, files, size);
+    let payload = Arc::new(Payload::load(&dir).unwrap());
+    let archives = archives(&payload, scratch);
+    let archived: u64 = archives.values().map(|p| std::fs::metadata(p).unwrap().len()).sum();
+    println!(
+        "payload: {} files, {} ({} as WMCO's .tar.gz archives)",
+        payload.files.len(),
+        mib(payload.size()),
+        mib(archived)
+    );
+    Bundle { dir, payload, archives, archived }
+}
+
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -259,24 +297,9 @@ fn main() {
         return;
     }
     let (nodes, files, size) = (env("NODES", 50), env("FILES", 200), env("MIB", 50));
-    let started = Instant::now();
-    let fleet = TestFleet::start(nodes);
-    for node in &fleet.nodes {
-        node.shim("systemctl", SYSTEMCTL);
-    }
-    println!("fleet: {nodes} sshd nodes up in {}", secs(started.elapsed()));
+    let fleet = start_fleet(nodes);
     let scratch = tempfile::tempdir().unwrap();
-    let dir = scratch.path().join("payload");
-    binaries(&dir, files, size);
-    let payload = Arc::new(Payload::load(&dir).unwrap());
-    let wmco_archives = archives(&payload, scratch.path());
-    let archived: u64 = wmco_archives.values().map(|p| std::fs::metadata(p).unwrap().len()).sum();
-    println!(
-        "payload: {} files, {} ({} as WMCO's .tar.gz archives)",
-        payload.files.len(),
-        mib(payload.size()),
-        mib(archived)
-    );
+    let Bundle { dir, payload, archives: wmco_archives, archived } = bundle(scratch.path(), files, size);
     let instances = instances_for(&fleet, &payload);
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
     runtime.block_on(async {

@@ -13,14 +13,12 @@
 //! time is that node's times the nodes).
 
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::fleet::TestFleet;
-use super::wmco_transfer::{archives, binaries, settings};
+use super::wmco_transfer::settings;
 use super::{
-    Route, SYSTEMCTL, change_files, env, instances_via, mib, netem, scp_via, secs, winfleet_round, winfleet_upgrade,
-    wmco_round_via,
+    Bundle, Route, bundle, change_files, env, instances_via, mib, netem, scp_via, secs, start_fleet, winfleet_round,
+    winfleet_upgrade, wmco_round_via,
 };
 use winfleet::payload::Payload;
 use winfleet::ssh::{KnownHosts, Pool, load_key};
@@ -33,12 +31,7 @@ pub(super) fn run(model: &netem::Model) {
          {nodes} nodes (NODES=, 10 by default over a modelled network)",
         model.describe()
     );
-    let started = Instant::now();
-    let fleet = TestFleet::start(nodes);
-    for node in &fleet.nodes {
-        node.shim("systemctl", SYSTEMCTL);
-    }
-    println!("fleet: {nodes} sshd nodes up in {}", secs(started.elapsed()));
+    let fleet = start_fleet(nodes);
     let upstreams: Vec<SocketAddr> =
         fleet.nodes.iter().map(|n| format!("{}:{}", n.address, n.port).parse().unwrap()).collect();
     let net = netem::Netem::start(model, &upstreams);
@@ -46,17 +39,7 @@ pub(super) fn run(model: &netem::Model) {
     let known = scratch.path().join("known_hosts");
     net.known_hosts(&fleet.known_hosts, fleet.port, &known);
     println!("{}", net.probe(((model.mbit * 2.0 / 8.0) as usize).clamp(2, 64)).describe());
-    let dir = scratch.path().join("payload");
-    binaries(&dir, files, size);
-    let payload = Arc::new(Payload::load(&dir).unwrap());
-    let wmco_archives = archives(&payload, scratch.path());
-    let archived: u64 = wmco_archives.values().map(|p| std::fs::metadata(p).unwrap().len()).sum();
-    println!(
-        "payload: {} files, {} ({} as WMCO's .tar.gz archives)",
-        payload.files.len(),
-        mib(payload.size()),
-        mib(archived)
-    );
+    let Bundle { dir, payload, archives: wmco_archives, archived } = bundle(scratch.path(), files, size);
     let route = Route { port: Some(net.port), known_hosts: &known };
     let instances = instances_via(&fleet, &payload, route.port);
     // The uplink in bytes per second, and how long `bytes` take at it.
