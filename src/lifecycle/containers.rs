@@ -18,9 +18,8 @@
 //!
 //! Only hosts winfleet is configuring are asked (modes Prepare and Join):
 //! WMCO checks the feature when it configures a host, never afterwards.
-//! Deconfigure leaves the feature on, as WMCO does.
-
-use super::change::LifecycleChange;
+//! Deconfigure leaves the feature on, as WMCO does. This module is the
+//! feature's vocabulary; the plan's step is in [`super::plan`].
 
 /// The Windows feature's name.
 pub const FEATURE: &str = "Containers";
@@ -53,28 +52,6 @@ impl FeatureState {
     }
 }
 
-/// What the feature asks of a host being configured: nothing (`None`: on,
-/// or not reported), or the change to make now (`None` when only the
-/// reboot is owed) and why the rest of the configuration waits.
-pub fn step(state: Option<&FeatureState>) -> Option<(Option<LifecycleChange<'static>>, String)> {
-    match state? {
-        FeatureState::Enabled => None,
-        FeatureState::EnablePending => Some((
-            None,
-            "the Containers feature is enabled and takes effect at the host's next boot; the host reboots before \
-             it is configured"
-                .to_owned(),
-        )),
-        FeatureState::Disabled(state) => Some((
-            Some(LifecycleChange::EnableContainers),
-            format!(
-                "the Containers feature is not enabled ({state}): it is enabled and the host reboots before it is \
-                 configured"
-            ),
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -88,17 +65,5 @@ mod tests {
             FeatureState::Disabled("DisabledWithPayloadRemoved".into())
         );
         assert_eq!(FeatureState::parse(""), FeatureState::Disabled("unknown".into()));
-    }
-
-    #[test]
-    fn a_disabled_feature_is_enabled_a_pending_one_only_waits_for_the_reboot() {
-        assert_eq!(step(None), None);
-        assert_eq!(step(Some(&FeatureState::Enabled)), None);
-        let (change, why) = step(Some(&FeatureState::Disabled("Disabled".into()))).unwrap();
-        assert_eq!(change, Some(LifecycleChange::EnableContainers));
-        assert!(why.contains("not enabled (Disabled)") && why.contains("reboots"), "{why}");
-        let (change, why) = step(Some(&FeatureState::EnablePending)).unwrap();
-        assert_eq!(change, None);
-        assert!(why.contains("next boot"), "{why}");
     }
 }

@@ -16,7 +16,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use super::change::{LifecycleChange, LifecyclePlan};
-use super::containers;
+use super::containers::FeatureState;
 use super::facts::LifecycleFacts;
 use super::leftover::removals;
 use super::manifest::ServiceDef;
@@ -54,7 +54,7 @@ pub fn plan_lifecycle<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts, ct
     }
     // The Containers feature comes first, with its reboot (WMCO's order).
     if matches!(ctx.mode, Mode::Prepare | Mode::Join)
-        && let Some((change, why)) = containers::step(facts.containers.as_ref())
+        && let Some((change, why)) = containers_step(facts.containers.as_ref())
     {
         plan.changes.extend(change);
         plan.waiting.push(why);
@@ -116,6 +116,29 @@ pub fn plan_lifecycle<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts, ct
     plan.changes.extend(services.defines);
     plan.changes.extend(services.starts);
     plan
+}
+
+/// What the Containers feature asks of a host being configured
+/// ([`super::containers`]): nothing (`None`: on, or not reported), or the
+/// change to make now (`None` when only the reboot is owed) and why the
+/// rest of the configuration waits.
+fn containers_step(state: Option<&FeatureState>) -> Option<(Option<LifecycleChange<'static>>, String)> {
+    match state? {
+        FeatureState::Enabled => None,
+        FeatureState::EnablePending => Some((
+            None,
+            "the Containers feature is enabled and takes effect at the host's next boot; the host reboots before \
+             it is configured"
+                .to_owned(),
+        )),
+        FeatureState::Disabled(state) => Some((
+            Some(LifecycleChange::EnableContainers),
+            format!(
+                "the Containers feature is not enabled ({state}): it is enabled and the host reboots before it is \
+                 configured"
+            ),
+        )),
+    }
 }
 
 struct ServicePlan<'a> {

@@ -340,11 +340,11 @@ fn a_host_without_the_containers_feature_gets_it_and_a_reboot_before_anything_el
     facts.containers = Some(FeatureState::Disabled("Disabled".into()));
     let plan = plan_lifecycle(&spec, &facts, JOIN);
     assert_eq!(names(&plan.changes), ["enable Containers"]);
-    assert!(plan.reboot && plan.waiting[0].contains("reboots before it is configured"), "{plan:?}");
+    assert!(plan.reboot && plan.waiting[0].contains("not enabled (Disabled): it is enabled"), "{plan:?}");
     // Enabled, the reboot still owed: nothing else is done yet.
     let pending = after(&spec, &facts, &plan.changes);
     let plan = plan_lifecycle(&spec, &pending, JOIN);
-    assert!(plan.changes.is_empty() && plan.reboot, "{plan:?}");
+    assert!(plan.changes.is_empty() && plan.reboot && plan.waiting[0].contains("next boot"), "{plan:?}");
     // After the reboot the configuration goes on.
     let mut back = pending.clone();
     back.containers = Some(FeatureState::Enabled);
