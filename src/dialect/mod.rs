@@ -20,6 +20,7 @@ pub mod posix_lifecycle;
 pub mod posix_lifecycle_apply;
 pub mod powershell;
 pub mod powershell_lifecycle;
+pub mod powershell_lifecycle_observe;
 pub mod trust;
 
 use base64::Engine;

@@ -19,7 +19,7 @@
 
 use std::fmt::Write;
 
-use super::{ObserveList, Script, b64, powershell_lifecycle};
+use super::{ObserveList, Script, b64, powershell_lifecycle, powershell_lifecycle_observe};
 use crate::lifecycle::change::LifecycleChange;
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION};
 use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
@@ -82,7 +82,7 @@ pub fn observe_script(spec: &NodeSpec, lifecycle: Option<&ObserveList>) -> Strin
 "#,
     );
     if let (Some(spec), Some(list)) = (&spec.lifecycle, lifecycle) {
-        s.push_str(&powershell_lifecycle::observe(spec, list));
+        s.push_str(&powershell_lifecycle_observe::observe(spec, list));
     }
     s.push_str("  Write-WfToken 'end'\n} catch { Write-WfToken 'error' $_.Exception.Message }\n");
     s

@@ -23,7 +23,6 @@
 
 #[path = "systemctl.rs"]
 mod systemctl;
-pub use systemctl::systemctl_script;
 
 use std::fmt::Write as _;
 use std::fs;
@@ -336,35 +335,6 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         if let Some(pid) = self.service_pids().get(name) {
             let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).output();
         }
-    }
-
-    /// Installs the systemctl shim for units in `units` (relative to home).
-    pub fn install_systemctl(&self, units: &str) {
-        let units = if units.starts_with('/') { units.into() } else { self.path(units) };
-        self.shim("systemctl", &systemctl_script(&units, &self.dir.join("services"), &self.dir.join("boot_id")));
-    }
-
-    /// Takes the Containers feature away (its posix stand-in's kernel
-    /// modules unloaded), as on a Windows host that never had it. Seen over
-    /// SSH only as root, where each node has its own `/sys/module`.
-    pub fn without_containers_feature(&self) {
-        for module in ["overlay", "br_netfilter"] {
-            fs::remove_dir(self.dir.join("sysmodule").join(module)).expect("unloading a module");
-        }
-    }
-
-    /// Makes `systemctl reboot` simulate a reboot (services restarted, a
-    /// new boot id) instead of only recording it. The new boot id is seen
-    /// over SSH only as root, where each node has its own mount namespace.
-    pub fn simulate_reboots(&self) {
-        let state = self.dir.join("services");
-        fs::create_dir_all(&state).expect("services");
-        fs::write(state.join("simulate-reboots"), "").expect("simulate-reboots");
-        let meta = fs::metadata(&self.dir).expect("node dir");
-        chown_tree(
-            &state,
-            Some((std::os::unix::fs::MetadataExt::uid(&meta), std::os::unix::fs::MetadataExt::gid(&meta))),
-        );
     }
 
     /// Gives the node a new host key (a re-installed or impostor host).

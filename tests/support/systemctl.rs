@@ -1,6 +1,42 @@
 //! The systemctl shim of the test nodes (see [`systemctl_script`]).
 
+use std::fs;
 use std::path::Path;
+
+use super::TestNode;
+
+/// The service manager side of a test node: the shim, simulated reboots,
+/// and the Containers feature's stand-in those reboots load.
+impl TestNode {
+    /// Installs the systemctl shim for units in `units` (relative to home).
+    pub fn install_systemctl(&self, units: &str) {
+        let units = if units.starts_with('/') { units.into() } else { self.path(units) };
+        self.shim("systemctl", &systemctl_script(&units, &self.dir.join("services"), &self.dir.join("boot_id")));
+    }
+
+    /// Takes the Containers feature away (its posix stand-in's kernel
+    /// modules unloaded), as on a Windows host that never had it. Seen over
+    /// SSH only as root, where each node has its own `/sys/module`.
+    pub fn without_containers_feature(&self) {
+        for module in ["overlay", "br_netfilter"] {
+            fs::remove_dir(self.dir.join("sysmodule").join(module)).expect("unloading a module");
+        }
+    }
+
+    /// Makes `systemctl reboot` simulate a reboot (services restarted, a
+    /// new boot id) instead of only recording it. The new boot id is seen
+    /// over SSH only as root, where each node has its own mount namespace.
+    pub fn simulate_reboots(&self) {
+        let state = self.dir.join("services");
+        fs::create_dir_all(&state).expect("services");
+        fs::write(state.join("simulate-reboots"), "").expect("simulate-reboots");
+        let meta = fs::metadata(&self.dir).expect("node dir");
+        super::chown_tree(
+            &state,
+            Some((std::os::unix::fs::MetadataExt::uid(&meta), std::os::unix::fs::MetadataExt::gid(&meta))),
+        );
+    }
+}
 
 /// A `systemctl` for nodes without systemd: the verbs winfleet uses on the
 /// units in `units`, services run as detached processes whose pids, logs
