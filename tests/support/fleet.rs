@@ -240,7 +240,7 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         // The Containers feature's posix stand-in (src/lifecycle/containers.rs):
         // the node's /sys/module and /etc/modules-load.d, bind-mounted as
         // root; its kernel modules loaded unless a test takes them away.
-        for module in ["overlay", "br_netfilter"] {
+        for module in winfleet::lifecycle::containers::POSIX_MODULES {
             fs::create_dir_all(dir.join("sysmodule").join(module)).expect("sysmodule");
         }
         fs::create_dir_all(dir.join("modules-load.d")).expect("modules-load.d");

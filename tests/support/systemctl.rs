@@ -18,7 +18,7 @@ impl TestNode {
     /// modules unloaded), as on a Windows host that never had it. Seen over
     /// SSH only as root, where each node has its own `/sys/module`.
     pub fn without_containers_feature(&self) {
-        for module in ["overlay", "br_netfilter"] {
+        for module in winfleet::lifecycle::containers::POSIX_MODULES {
             fs::remove_dir(self.dir.join("sysmodule").join(module)).expect("unloading a module");
         }
     }
