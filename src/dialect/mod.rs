@@ -51,6 +51,25 @@ impl std::fmt::Debug for Script {
     }
 }
 
+/// A shell that reads scripts on standard input, as a dialect speaks to
+/// it: the node's kept shell ([`crate::ssh::Conversation`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Interpreter {
+    /// The command that starts the shell.
+    pub command: &'static str,
+    /// The line that makes the shell print `marker` (random bytes, NULs
+    /// among them) exactly, once the script before it has finished.
+    pub end_line: fn(marker: &[u8]) -> String,
+}
+
+/// How a node's kept shell is started and told to mark a script's end.
+pub fn interpreter(shell: Shell) -> Interpreter {
+    match shell {
+        Shell::Posix => posix::INTERPRETER,
+        Shell::Powershell => powershell::INTERPRETER,
+    }
+}
+
 /// The observation script for a node of `spec`'s dialect; with a
 /// lifecycle list, the lifecycle's facts too.
 pub fn observe(spec: &NodeSpec, lifecycle: Option<&ObserveList>) -> Script {

@@ -23,7 +23,7 @@ use std::fmt::Write;
 
 use super::posix_lifecycle::{self, ObserveList};
 use super::posix_lifecycle_apply;
-use super::{Script, b64, env_indexes};
+use super::{Interpreter, Script, b64, env_indexes};
 use crate::lifecycle::change::LifecycleChange;
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION, NodeFacts};
 use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
@@ -32,6 +32,21 @@ use crate::node::{ENVIRONMENT_DROP_IN, HOSTS_TOML, NodeSpec, REGISTRY_MARKER_TEX
 
 /// The command line of both scripts.
 pub const COMMAND: &str = "/bin/sh -s";
+
+/// The kept shell: `/bin/sh -s` reading one script after another.
+pub const INTERPRETER: Interpreter = Interpreter { command: COMMAND, end_line };
+
+/// The line after each script: `printf` of the marker in octal escapes
+/// (the shell turns them into its bytes, NULs included).
+pub fn end_line(marker: &[u8]) -> String {
+    let mut line = String::with_capacity(marker.len() * 4 + 10);
+    line.push_str("printf '");
+    for &b in marker {
+        let _ = write!(line, "\\{b:03o}");
+    }
+    line.push_str("'\n");
+    line
+}
 
 const PRELUDE: &str = r#"main() {
 umask 077

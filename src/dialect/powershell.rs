@@ -19,7 +19,9 @@
 
 use std::fmt::Write;
 
-use super::{ObserveList, Script, b64, powershell_lifecycle, powershell_lifecycle_observe};
+use base64::Engine as _;
+
+use super::{Interpreter, ObserveList, Script, b64, powershell_lifecycle, powershell_lifecycle_observe};
 use crate::lifecycle::change::LifecycleChange;
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION};
 use crate::node::outcome::{OUTCOMES_MARKER, OUTCOMES_VERSION};
@@ -28,6 +30,21 @@ use crate::node::{MANAGED_ENVIRONMENT, NodeSpec, REGISTRY_MARKER_TEXT};
 
 /// The command line of both scripts.
 pub const COMMAND: &str = "powershell.exe -NoLogo -NoProfile -NonInteractive -Command -";
+
+/// The kept session: `-Command -` runs each line of its input as it
+/// arrives, so one powershell.exe runs a node's scripts one after another,
+/// each a line of its own ([`wrap`]) in a child scope of the session.
+pub const INTERPRETER: Interpreter = Interpreter { command: COMMAND, end_line };
+
+/// The line after each script, one line like a script: the marker as
+/// base64, decoded and written to the raw standard output stream (as
+/// `Write-WfToken` writes), in a script block of its own.
+pub fn end_line(marker: &[u8]) -> String {
+    format!(
+        "& {{ $m = [Convert]::FromBase64String('{}'); $o = [Console]::OpenStandardOutput(); $o.Write($m, 0, $m.Length); $o.Flush() }}\r\n",
+        base64::engine::general_purpose::STANDARD.encode(marker)
+    )
+}
 
 const PRELUDE: &str = r#"$ErrorActionPreference = 'Stop'
 $ProgressPreference = 'SilentlyContinue'

@@ -26,7 +26,6 @@ use crate::node::facts::{NodeFacts, parse_facts};
 use crate::node::plan::{self, plan_node};
 use crate::node::prerequisites;
 use crate::ssh::{Conversation, Output, Pool, Target};
-use crate::vocab::Shell;
 use report::{LifecycleReport, NodeReport, NodeResult, OpReport, Stage};
 use tokio::sync::Mutex;
 
@@ -75,6 +74,7 @@ pub async fn round(
     mut on_node: impl FnMut(&NodeReport),
 ) -> Vec<NodeReport> {
     let none = NodeContext::default();
+    let traffic = pool.activity.traffic();
     let mut reports = Vec::new();
     let mut waiting = instances.iter();
     // A plain loop over FuturesUnordered (not a stream adaptor with a
@@ -92,6 +92,14 @@ pub async fn round(
         reports.push(report);
     }
     reports.sort_by(|a, b| a.address.cmp(&b.address));
+    let traffic = pool.activity.traffic() - traffic;
+    tracing::debug!(
+        nodes = reports.len(),
+        connections = traffic.connections,
+        channels = traffic.channels,
+        scripts = traffic.scripts,
+        "the round's SSH traffic"
+    );
     reports
 }
 
@@ -118,23 +126,19 @@ pub fn target(instance: &Instance) -> Target {
 /// what the cluster knows of it (its lifecycle mode and Node).
 pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool, context: &NodeContext) -> NodeReport {
     let target = target(instance);
-    // Posix nodes: one shell for every script of this node (the channel
-    // costs more than the scripts); PowerShell gets a channel per script.
-    let conversation = match instance.spec.shell {
-        Shell::Posix => match pool.converse(&target, dialect::posix::COMMAND).await {
-            Ok(conversation) => Some(Mutex::new(conversation)),
-            Err(e) => {
-                let mut report = NodeReport::new(&instance.address);
-                report.result = NodeResult::Failed { stage: Stage::Observe, reason: e.to_string() };
-                return report;
-            }
-        },
-        Shell::Powershell => None,
+    // One shell for every script of this node, kept for its next round
+    // (the channel, and on Windows starting powershell.exe, cost more than
+    // the scripts).
+    let conversation = match pool.converse(&target, dialect::interpreter(instance.spec.shell)).await {
+        Ok(conversation) => Mutex::new(conversation),
+        Err(e) => {
+            let mut report = NodeReport::new(&instance.address);
+            report.result = NodeResult::Failed { stage: Stage::Observe, reason: e.to_string() };
+            return report;
+        }
     };
-    let report = observe_and_apply(pool, &target, instance, dry_run, context, conversation.as_ref()).await;
-    if let Some(conversation) = conversation {
-        pool.keep(conversation.into_inner()).await;
-    }
+    let report = observe_and_apply(pool, &target, instance, dry_run, context, Some(&conversation)).await;
+    pool.keep(conversation.into_inner()).await;
     report
 }
 

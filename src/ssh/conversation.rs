@@ -1,14 +1,17 @@
 //! One shell on one channel for several scripts: a node's observation and
-//! then its apply go through the same `/bin/sh -s`, which saves opening a
-//! second channel, and with it a process or two on the node (measured in
-//! benches/fleet.rs: the channel is most of what a no-op round costs).
+//! then its apply go through the same `/bin/sh -s` (posix) or
+//! `powershell.exe -Command -` (Windows), which saves opening a second
+//! channel, and with it a process or two on the node (measured in
+//! benches/fleet.rs: the channel is most of what a no-op round costs; on
+//! Windows, starting powershell.exe costs more than the script).
 //! The pool keeps the shell with the connection between rounds
 //! ([`Shells`]), so a warm round opens no channel and starts no shell at
 //! all; the scripts run their body in a subshell, so nothing one leaves
 //! behind (variables, umask, working directory) reaches the next. A kept
 //! shell that turns out to be gone is replaced once, before anything ran.
 //!
-//! Each script is followed by a line printing a marker that only this
+//! Each script is followed by a line, in the shell's own language
+//! ([`Interpreter::end_line`]), printing a marker that only this
 //! conversation knows (`\0winfleet-exchange-<random>\0`); the output up to
 //! it is that script's. A shell that exits (a syntax error, a killed
 //! process) ends the conversation: the exchange returns what it printed
@@ -24,12 +27,13 @@ use russh::client::Msg;
 
 use super::session::{Output, Session, append};
 use super::{SshError, Target};
+use crate::dialect::Interpreter;
 
 /// A shell waiting for scripts on standard input.
 pub struct Conversation {
     channel: russh::Channel<Msg>,
     target: Target,
-    command: String,
+    interpreter: Interpreter,
     marker: Vec<u8>,
     ended: bool,
     /// Exchanges completed (a kept shell has done at least one).
@@ -39,24 +43,28 @@ pub struct Conversation {
 }
 
 impl Conversation {
-    /// Opens a channel and starts `command` on it, within `timeout`: a
-    /// node whose sshd stopped answering fails here, not at its keepalive.
-    pub(crate) async fn open(session: Arc<Session>, command: &str, timeout: Duration) -> Result<Self, SshError> {
+    /// Opens a channel and starts the interpreter on it, within `timeout`:
+    /// a node whose sshd stopped answering fails here, not at its keepalive.
+    pub(crate) async fn open(
+        session: Arc<Session>,
+        interpreter: Interpreter,
+        timeout: Duration,
+    ) -> Result<Self, SshError> {
         let target = session.target().to_string();
-        match tokio::time::timeout(timeout, Self::start(session, command)).await {
+        match tokio::time::timeout(timeout, Self::start(session, interpreter)).await {
             Ok(result) => result,
             Err(_) => Err(SshError::Timeout { target, what: "opening a shell", after: timeout }),
         }
     }
 
-    async fn start(session: Arc<Session>, command: &str) -> Result<Self, SshError> {
+    async fn start(session: Arc<Session>, interpreter: Interpreter) -> Result<Self, SshError> {
         let target = session.target().clone();
         let protocol = |source| SshError::Protocol { target: target.to_string(), source };
         let channel = session.handle().channel_open_session().await.map_err(protocol)?;
-        channel.exec(true, command).await.map_err(protocol)?;
+        channel.exec(true, interpreter.command).await.map_err(protocol)?;
         let random = RandomState::new().hash_one(std::time::SystemTime::now());
         let marker = format!("\0winfleet-exchange-{random:016x}\0").into_bytes();
-        Ok(Self { channel, target, command: command.to_owned(), marker, ended: false, exchanges: 0, session })
+        Ok(Self { channel, target, interpreter, marker, ended: false, exchanges: 0, session })
     }
 
     /// Sends `input` (a whole script) and returns what it printed, within
@@ -85,14 +93,10 @@ impl Conversation {
         if !text.ends_with('\n') {
             text.push('\n');
         }
-        // The marker is printed with octal escapes: the shell's printf
-        // turns them into NUL bytes, and nothing the node prints by itself
-        // can know the random part.
-        text.push_str("printf '");
-        for &b in &self.marker {
-            text.push_str(&format!("\\{b:03o}"));
-        }
-        text.push_str("'\n");
+        // Nothing the node prints by itself can know the marker's random
+        // part; the end line encodes it (octal escapes, base64), so the
+        // marker's bytes never appear in what is sent.
+        text.push_str(&(self.interpreter.end_line)(&self.marker));
         self.channel.data(text.as_bytes()).await.map_err(protocol)?;
         let mut output = Output::default();
         let mut tail: Vec<u8> = Vec::with_capacity(self.marker.len() * 2);
@@ -131,9 +135,9 @@ impl Conversation {
         self.ended
     }
 
-    /// The command the shell was started with.
-    pub fn command(&self) -> &str {
-        &self.command
+    /// How the shell is spoken to.
+    pub fn interpreter(&self) -> Interpreter {
+        self.interpreter
     }
 
     /// Whether an earlier exchange (of this round or one before) used it.
@@ -162,11 +166,11 @@ impl Conversation {
 pub(crate) struct Shells(tokio::sync::Mutex<HashMap<Target, Conversation>>);
 
 impl Shells {
-    /// The kept shell of `target` running `command`, if it is still usable
-    /// as far as can be told without using it.
-    pub(crate) async fn take(&self, target: &Target, command: &str) -> Option<Conversation> {
+    /// The kept shell of `target` started by `interpreter`, if it is still
+    /// usable as far as can be told without using it.
+    pub(crate) async fn take(&self, target: &Target, interpreter: Interpreter) -> Option<Conversation> {
         let kept = self.0.lock().await.remove(target)?;
-        if kept.alive() && kept.command == command {
+        if kept.alive() && kept.interpreter.command == interpreter.command {
             return Some(kept);
         }
         kept.close().await;

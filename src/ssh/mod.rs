@@ -10,6 +10,7 @@
 
 pub mod activity;
 pub mod conversation;
+mod fleet_key;
 pub mod session;
 pub mod sftp;
 
@@ -24,10 +25,11 @@ use tokio::sync::Mutex;
 
 pub use crate::known_hosts::{HostKeyError, KnownHosts};
 pub use activity::Activity;
+pub use activity::Traffic;
 pub use conversation::Conversation;
 pub use session::{Output, Session};
 
-use crate::dialect::Script;
+use crate::dialect::{Interpreter, Script};
 use crate::lifecycle::facts::HashCache;
 
 /// Where and as whom to connect.
@@ -179,7 +181,7 @@ pub struct Pool {
     known_hosts: Arc<KnownHosts>,
     settings: Settings,
     sessions: Mutex<HashMap<Target, Arc<Session>>>,
-    /// The posix nodes' shells, kept with their connections.
+    /// The nodes' shells, kept with their connections.
     shells: conversation::Shells,
     /// File hashes each node reported, by stat key (see
     /// [`crate::lifecycle::facts`]): kept across rounds like connections.
@@ -207,28 +209,31 @@ impl Pool {
     /// re-sent within a round (the next round re-observes instead).
     pub async fn run(&self, target: &Target, script: &Script, idempotent: bool) -> Result<Output, SshError> {
         let timeout = self.settings.command_timeout;
-        self.on_session(
-            target,
-            idempotent,
-            move |session: Arc<Session>| async move { session.run(script, timeout).await },
-        )
+        self.on_session(target, idempotent, move |session: Arc<Session>| async move {
+            self.activity.channel(true);
+            session.run(script, timeout).await
+        })
         .await
     }
 
-    /// A [`Conversation`] with `command` (a shell reading scripts on
+    /// A [`Conversation`] with `interpreter` (a shell reading scripts on
     /// standard input) on `target`: the shell kept from an earlier round
     /// when there is one, else a new one. Opening is idempotent: a cached
     /// connection that is gone is replaced once, as for an observation.
-    pub async fn converse(&self, target: &Target, command: &str) -> Result<Conversation, SshError> {
-        if let Some(kept) = self.shells.take(target, command).await {
+    pub async fn converse(&self, target: &Target, interpreter: Interpreter) -> Result<Conversation, SshError> {
+        if let Some(kept) = self.shells.take(target, interpreter).await {
             return Ok(kept);
         }
-        self.open_shell(target, command).await
+        self.open_shell(target, interpreter).await
     }
 
-    async fn open_shell(&self, target: &Target, command: &str) -> Result<Conversation, SshError> {
+    async fn open_shell(&self, target: &Target, interpreter: Interpreter) -> Result<Conversation, SshError> {
         let timeout = self.settings.command_timeout;
-        self.on_session(target, true, |session| Conversation::open(session, command, timeout)).await
+        self.on_session(target, true, |session| {
+            self.activity.channel(false);
+            Conversation::open(session, interpreter, timeout)
+        })
+        .await
     }
 
     /// Keeps a node's shell for its next round (or closes it if it is over).
@@ -295,12 +300,13 @@ impl Pool {
             return result;
         }
         tracing::debug!(target = %conversation.target(), "the kept shell is gone; running the script in a new one");
-        let fresh = self.open_shell(conversation.target(), conversation.command()).await?;
+        let fresh = self.open_shell(conversation.target(), conversation.interpreter()).await?;
         std::mem::replace(conversation, fresh).close().await;
         self.exchange_once(conversation, script).await
     }
 
     async fn exchange_once(&self, conversation: &mut Conversation, script: &Script) -> Result<Output, SshError> {
+        self.activity.exchange();
         let result = self.activity.count(conversation.exchange(&script.input, self.settings.command_timeout)).await;
         if result.is_err() {
             self.forget(conversation.target()).await;
@@ -321,6 +327,7 @@ impl Pool {
             .when(SshError::is_transient)
             .notify(|e, delay| tracing::debug!(%target, error = %e, ?delay, "transient SSH failure; retrying"));
         let session = self.activity.count(session).await?;
+        self.activity.connected();
         let session = Arc::new(session);
         self.sessions.lock().await.insert(target.clone(), Arc::clone(&session));
         Ok(session)
@@ -335,32 +342,12 @@ impl Pool {
             Some(session) if !session.is_closed() => session,
             _ => self.connect(target).await?,
         };
+        self.activity.channel(false);
         let result = self.activity.count(session.upload(files, self.settings.command_timeout)).await;
         if result.is_err() && session.is_closed() {
             self.forget(target).await;
         }
         result
-    }
-
-    /// WMCO's `pub-key-hash` of the fleet key: the lower-case hex SHA-256
-    /// of the public key in authorized_keys form (`<type> <base64>`).
-    pub fn public_key_hash(&self) -> String {
-        let public = self.key.public_key();
-        let line = public.to_openssh().unwrap_or_default();
-        let mut parts = line.split_whitespace();
-        let text = format!("{} {}", parts.next().unwrap_or_default(), parts.next().unwrap_or_default());
-        crate::vocab::file::sha256_hex(text.as_bytes())
-    }
-
-    /// The fleet's public key in authorized_keys form (`<type> <base64>`).
-    pub fn public_key_line(&self) -> String {
-        let line = self.key.public_key().to_openssh().unwrap_or_default();
-        line.split_whitespace().take(2).collect::<Vec<_>>().join(" ")
-    }
-
-    /// The fleet key's `SHA256:…` fingerprint.
-    pub fn public_key_fingerprint(&self) -> String {
-        crate::known_hosts::fingerprint(self.key.public_key())
     }
 
     /// The hashes known for `target`'s files.

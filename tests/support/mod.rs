@@ -154,6 +154,7 @@ pub mod machine_bench;
 pub mod machine_provider;
 pub mod port;
 pub mod powershell;
+pub mod powershell_standin;
 pub mod registry;
 pub mod remote;
 pub mod status;
