@@ -17,18 +17,24 @@
 //!    the difference between the sizes.
 //!
 //! `cargo bench --bench daemon` (LATENCY_NODES=50, IDLE_NODES=200,1000,
-//! PUSHES=25; LATENCY_NODES=0 skips the latency part).
+//! PUSHES=25; LATENCY_NODES=0 skips the latency part). With a network
+//! model (`NET=lan|dc|wan|edge`, tests/support/netem.rs), the daemon
+//! reaches its nodes through the model's relays (the Git remote stays
+//! local: the link modelled is the one to the nodes), and the model as
+//! measured is printed first.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, missing_docs)]
 
 #[path = "../tests/support/fleet.rs"]
 mod fleet;
+#[path = "../tests/support/netem.rs"]
+mod netem;
 #[path = "../tests/support/port.rs"]
 mod port;
 #[path = "../tests/support/remote.rs"]
 mod remote;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use fleet::TestFleet;
@@ -50,7 +56,19 @@ fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-fn files(fleet: &TestFleet, mirror: &str, drift: &str) -> Vec<(&'static str, String)> {
+/// How the daemon reaches the nodes: directly, or through relays.
+struct Reach {
+    port: u16,
+    known_hosts: PathBuf,
+}
+
+impl Reach {
+    fn direct(fleet: &TestFleet) -> Reach {
+        Reach { port: fleet.port, known_hosts: fleet.known_hosts.clone() }
+    }
+}
+
+fn files(fleet: &TestFleet, reach: &Reach, mirror: &str, drift: &str) -> Vec<(&'static str, String)> {
     let mut list = String::from(
         "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: t\nspec:\n  instances:\n",
     );
@@ -60,7 +78,10 @@ fn files(fleet: &TestFleet, mirror: &str, drift: &str) -> Vec<(&'static str, Str
     vec![
         (
             "fleet.yaml",
-            format!("{}  rollout:\n    maxParallel: 64\n  drift:\n    interval: {drift}\n", fleet.fleet_yaml()),
+            format!(
+                "{}  rollout:\n    maxParallel: 64\n  drift:\n    interval: {drift}\n",
+                fleet.fleet_yaml().replace(&format!("port: {}\n", fleet.port), &format!("port: {}\n", reach.port))
+            ),
         ),
         ("instances.yaml", list),
         ("mirrors.yaml", mirrors(mirror)),
@@ -102,8 +123,8 @@ fn config(source: SourceConfig, cache: &Path, webhook: bool) -> Config {
     }
 }
 
-fn pool(fleet: &TestFleet, settings: Settings) -> Pool {
-    Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&fleet.known_hosts, false).unwrap(), settings)
+fn pool(fleet: &TestFleet, reach: &Reach, settings: Settings) -> Pool {
+    Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&reach.known_hosts, false).unwrap(), settings)
 }
 
 async fn next(records: &mut broadcast::Receiver<RoundRecord>, revision: &str) -> RoundRecord {
@@ -153,13 +174,13 @@ fn summary(name: &str, mut samples: Vec<Duration>) -> (Duration, Duration) {
 }
 
 /// Webhook mode: push to the bare remote, notify, wait for the apply.
-async fn webhook_latency(fleet: &TestFleet, pushes: usize) -> Vec<Duration> {
-    let initial = files(fleet, "m0.corp.example/quay", "1h");
+async fn webhook_latency(fleet: &TestFleet, reach: &Reach, pushes: usize) -> Vec<Duration> {
+    let initial = files(fleet, reach, "m0.corp.example/quay", "1h");
     let refs: Vec<(&str, &str)> = initial.iter().map(|(p, c)| (*p, c.as_str())).collect();
     let remote = Remote::new(&refs);
     let source = SourceConfig::Remote { url: remote.url(), branch: "main".into() };
     let mut handle =
-        daemon::start(config(source, &remote.scratch("cache"), true), None, pool(fleet, Settings::default()))
+        daemon::start(config(source, &remote.scratch("cache"), true), None, pool(fleet, reach, Settings::default()))
             .await
             .unwrap();
     next(&mut handle.records, &remote.tip("main").unwrap()).await;
@@ -178,13 +199,13 @@ async fn webhook_latency(fleet: &TestFleet, pushes: usize) -> Vec<Duration> {
 }
 
 /// File-watch mode: flip the git-sync link, wait for the apply.
-async fn fs_watch_latency(fleet: &TestFleet, pushes: usize) -> Vec<Duration> {
+async fn fs_watch_latency(fleet: &TestFleet, reach: &Reach, pushes: usize) -> Vec<Duration> {
     let dir = tempfile::tempdir().unwrap();
-    let sync = GitSync::new(dir.path(), &files(fleet, "m0.corp.example/quay", "1h"));
+    let sync = GitSync::new(dir.path(), &files(fleet, reach, "m0.corp.example/quay", "1h"));
     let source = SourceConfig::Checkout { path: sync.link() };
     let cache = dir.path().join("cache");
     let mut handle =
-        daemon::start(config(source, &cache, false), None, pool(fleet, Settings::default())).await.unwrap();
+        daemon::start(config(source, &cache, false), None, pool(fleet, reach, Settings::default())).await.unwrap();
     let head = git(&sync.link(), &["rev-parse", "HEAD"]);
     next(&mut handle.records, &head).await;
     let mut samples = Vec::new();
@@ -236,12 +257,13 @@ fn sshd_memory() -> (usize, f64) {
 
 /// Idle cost: default timers (nothing due) for `window`, then drift rounds.
 async fn idle(fleet: &TestFleet, window: Duration) {
-    let initial = files(fleet, "m0.corp.example/quay", "10m");
+    let direct = Reach::direct(fleet);
+    let initial = files(fleet, &direct, "m0.corp.example/quay", "10m");
     let refs: Vec<(&str, &str)> = initial.iter().map(|(p, c)| (*p, c.as_str())).collect();
     let remote = Remote::new(&refs);
     let source = SourceConfig::Remote { url: remote.url(), branch: "main".into() };
     let idle_close = Duration::from_secs(20);
-    let warm = pool(fleet, Settings { idle_timeout: Some(idle_close), ..Settings::default() });
+    let warm = pool(fleet, &direct, Settings { idle_timeout: Some(idle_close), ..Settings::default() });
     let mut handle = daemon::start(config(source, &remote.scratch("cache"), false), None, warm).await.unwrap();
     next(&mut handle.records, &remote.tip("main").unwrap()).await;
     // Right after a round: every connection pooled (keepalives running).
@@ -267,13 +289,13 @@ async fn idle(fleet: &TestFleet, window: Duration) {
     handle.task.await.unwrap().unwrap();
 
     // One drift round every few seconds: its CPU cost, amortized over 10m.
-    let drift = files(fleet, "m0.corp.example/quay", "2s");
+    let drift = files(fleet, &direct, "m0.corp.example/quay", "2s");
     let refs: Vec<(&str, &str)> = drift.iter().map(|(p, c)| (*p, c.as_str())).collect();
     let head = remote.push(&refs, &[], "drift every 2s");
     let source = SourceConfig::Remote { url: remote.url(), branch: "main".into() };
     // At the default timers a drift round (every 10m) finds the
     // connections closed (after 2m): each round here connects anew too.
-    let cold = pool(fleet, Settings { idle_timeout: Some(Duration::from_millis(500)), ..Settings::default() });
+    let cold = pool(fleet, &direct, Settings { idle_timeout: Some(Duration::from_millis(500)), ..Settings::default() });
     let mut handle = daemon::start(config(source, &remote.scratch("cache2"), false), None, cold).await.unwrap();
     next(&mut handle.records, &head).await;
     let mut per_round = Vec::new();
@@ -378,15 +400,35 @@ fn main() {
 
 fn latency(runtime: &tokio::runtime::Runtime, latency_nodes: usize, pushes: usize) {
     let fleet = TestFleet::start(latency_nodes);
+    let model = netem::Model::from_env();
+    let trust = tempfile::tempdir().unwrap();
+    let net = model.as_ref().map(|model| {
+        let upstreams: Vec<std::net::SocketAddr> =
+            fleet.nodes.iter().map(|n| format!("{}:{}", n.address, n.port).parse().unwrap()).collect();
+        let net = netem::Netem::start(model, &upstreams);
+        println!("network model {} to the nodes", model.describe());
+        println!("{}", net.probe(((model.mbit * 2.0 / 8.0) as usize).clamp(2, 64)).describe());
+        net
+    });
+    let reach = match &net {
+        Some(net) => {
+            let known_hosts = trust.path().join("known_hosts");
+            net.known_hosts(&fleet.known_hosts, fleet.port, &known_hosts);
+            Reach { port: net.port, known_hosts }
+        }
+        None => Reach::direct(&fleet),
+    };
+    let reach = &reach;
     runtime.block_on(async {
         // Alternate the modes in chunks, so noise hits both alike.
         let mut webhook = Vec::new();
         let mut fs = Vec::new();
         for chunk in [pushes / 2, pushes - pushes / 2] {
-            webhook.extend(webhook_latency(&fleet, chunk).await);
-            fs.extend(fs_watch_latency(&fleet, chunk).await);
+            webhook.extend(webhook_latency(&fleet, reach, chunk).await);
+            fs.extend(fs_watch_latency(&fleet, reach, chunk).await);
         }
-        println!("merge -> applied on {latency_nodes} nodes (goal p50 <= 1 s):");
+        let over = model.as_ref().map(|m| format!(", over {}", m.name)).unwrap_or_default();
+        println!("merge -> applied on {latency_nodes} nodes{over} (goal p50 <= 1 s):");
         let (w50, _) = summary("webhook", webhook);
         let (f50, _) = summary("fs-watch", fs);
         println!("ratio      fs-watch/webhook p50 {:.2}", f50.as_secs_f64() / w50.as_secs_f64());

@@ -37,6 +37,10 @@ mod netem;
 mod network;
 #[path = "../tests/support/port.rs"]
 mod port;
+#[path = "fleet/powershell.rs"]
+mod powershell;
+#[path = "../tests/support/powershell_standin.rs"]
+mod powershell_standin;
 
 use std::fmt::Write as _;
 use std::sync::Arc;
@@ -144,12 +148,18 @@ async fn wmco_node(instance: &Instance, key: &Arc<russh::keys::PrivateKey>, know
     writes
 }
 
-async fn wmco_round(desired: &Desired, fleet: &TestFleet, known_hosts: &std::path::Path) -> (Duration, usize) {
+/// WMCO's round on the first `nodes` nodes, one after another.
+async fn wmco_round(
+    desired: &Desired,
+    fleet: &TestFleet,
+    known_hosts: &std::path::Path,
+    nodes: usize,
+) -> (Duration, usize) {
     let key = Arc::new(load_key(&fleet.key).unwrap());
     let known = Arc::new(KnownHosts::load(known_hosts, false).unwrap());
     let start = Instant::now();
     let mut writes = 0;
-    for instance in desired.instances.values() {
+    for instance in desired.instances.values().take(nodes) {
         writes += wmco_node(instance, &key, &known).await;
     }
     (start.elapsed(), writes)
@@ -281,6 +291,7 @@ fn row(name: &str, ours: Duration, wmco: Duration, ansible: Option<Duration>, no
     );
 }
 
+/// Removes what a rollout wrote on every node.
 fn clean(fleet: &TestFleet) {
     for node in &fleet.nodes {
         let _ = std::fs::remove_dir_all(node.path("certs.d"));
@@ -289,18 +300,27 @@ fn clean(fleet: &TestFleet) {
 }
 
 /// Ansible's (a), (b) and (c) on a clean fleet, then winfleet's drift check
-/// on what it left: no write means both wrote the same bytes.
-async fn ansible_column(fleet: &TestFleet, base: &Desired, changed: &Desired) -> Result<Vec<ansible::Run>, String> {
+/// on what it left: no write means both wrote the same bytes. `via`: the
+/// relays' port and known_hosts, over a modelled network.
+async fn ansible_column(
+    fleet: &TestFleet,
+    base: &Desired,
+    changed: &Desired,
+    via: Option<(u16, &std::path::Path)>,
+) -> Result<Vec<ansible::Run>, String> {
     if std::env::var("ANSIBLE").is_ok_and(|v| v == "0") {
         return Err("ANSIBLE=0".into());
     }
-    let ansible = ansible::Ansible::set_up(fleet)?;
+    clean(fleet);
+    let known_hosts = via.map_or(fleet.known_hosts.as_path(), |(_, known)| known);
+    let ansible = ansible::Ansible::set_up(known_hosts)?;
     println!("Ansible: {}", ansible.version());
+    let port = via.map(|(port, _)| port);
     let runs: Result<Vec<ansible::Run>, String> =
-        [base, changed, changed].into_iter().map(|desired| ansible.run(fleet, desired)).collect();
+        [base, changed, changed].into_iter().map(|desired| ansible.run(fleet, desired, port)).collect();
     ansible.close();
     let runs = runs?;
-    let pool = pool(fleet);
+    let pool = pool_via(fleet, known_hosts);
     let (_, counts, failed) = winfleet_round(&pool, changed).await;
     pool.close().await;
     println!(
@@ -333,9 +353,9 @@ fn main() {
             handshake.as_secs_f64() * 1000.0, round_trip.as_secs_f64() * 1000.0);
 
         // WMCO first on a clean fleet, then clean again for winfleet's rollout.
-        let (wmco_a, wmco_writes) = wmco_round(&base, &fleet, &fleet.known_hosts).await;
-        let (wmco_b, _) = wmco_round(&changed, &fleet, &fleet.known_hosts).await;
-        let (wmco_c, _) = wmco_round(&changed, &fleet, &fleet.known_hosts).await;
+        let (wmco_a, wmco_writes) = wmco_round(&base, &fleet, &fleet.known_hosts, usize::MAX).await;
+        let (wmco_b, _) = wmco_round(&changed, &fleet, &fleet.known_hosts, usize::MAX).await;
+        let (wmco_c, _) = wmco_round(&changed, &fleet, &fleet.known_hosts, usize::MAX).await;
         clean(&fleet);
 
         let pool = pool(&fleet);
@@ -348,8 +368,7 @@ fn main() {
         let (own, all) = (cpu() - own, machine_cpu() - all);
         pool.close().await;
         // Ansible last: its CPU-bound runs leave the machine busy for a while.
-        clean(&fleet);
-        let ansible = ansible_column(&fleet, &base, &changed).await;
+        let ansible = ansible_column(&fleet, &base, &changed, None).await;
         assert_eq!(a_failed + b_failed + c_failed, 0, "a node failed");
         assert_eq!(c_counts.applied, 0, "the drift check wrote");
         println!();

@@ -60,9 +60,10 @@ pub struct Run {
 }
 
 impl Ansible {
-    /// Installs ansible-core (once) and writes the configuration; `Err`
-    /// says why the column is skipped.
-    pub fn set_up(fleet: &TestFleet) -> Result<Self, String> {
+    /// Installs ansible-core (once) and writes the configuration, trusting
+    /// `known_hosts` (the fleet's, or the relays' copy); `Err` says why the
+    /// column is skipped.
+    pub fn set_up(known_hosts: &Path) -> Result<Self, String> {
         let venv = Path::new(env!("CARGO_MANIFEST_DIR")).join("target/bench-ansible/venv");
         let playbook = venv.join("bin/ansible-playbook");
         if !playbook.exists() {
@@ -78,7 +79,7 @@ impl Ansible {
              [ssh_connection]\npipelining = True\ncontrol_path = {tmp}/cp-%%C\n\
              ssh_args = -o ControlMaster=auto -o ControlPersist=600s -o UserKnownHostsFile={known} -o IdentitiesOnly=yes\n",
             tmp = dir.path().display(),
-            known = fleet.known_hosts.display(),
+            known = known_hosts.display(),
         );
         std::fs::write(dir.path().join("ansible.cfg"), config).map_err(|e| e.to_string())?;
         let book = PLAYBOOK.replace("HOSTS_TOML", HOSTS_TOML).replace("DROP_IN", ENVIRONMENT_DROP_IN);
@@ -98,10 +99,11 @@ impl Ansible {
         &self.version
     }
 
-    /// Runs the playbook for `desired` on every node.
-    pub fn run(&self, fleet: &TestFleet, desired: &Desired) -> Result<Run, String> {
+    /// Runs the playbook for `desired` on every node, on its own port or on
+    /// `port` (the relays').
+    pub fn run(&self, fleet: &TestFleet, desired: &Desired, port: Option<u16>) -> Result<Run, String> {
         let inventory = self.dir.path().join("inventory.json");
-        std::fs::write(&inventory, inventory_json(fleet, desired)).map_err(|e| e.to_string())?;
+        std::fs::write(&inventory, inventory_json(fleet, desired, port)).map_err(|e| e.to_string())?;
         let start = Instant::now();
         let output = Command::new(&self.playbook)
             .current_dir(self.dir.path())
@@ -122,7 +124,7 @@ impl Ansible {
 }
 
 /// The inventory: every node with its connection and winfleet's values.
-fn inventory_json(fleet: &TestFleet, desired: &Desired) -> String {
+fn inventory_json(fleet: &TestFleet, desired: &Desired, port: Option<u16>) -> String {
     let mut hosts = serde_json::Map::new();
     for node in &fleet.nodes {
         let spec = &desired.instances[&node.address].spec;
@@ -132,7 +134,7 @@ fn inventory_json(fleet: &TestFleet, desired: &Desired) -> String {
             node.address.clone(),
             serde_json::json!({
                 "ansible_host": node.address,
-                "ansible_port": node.port,
+                "ansible_port": port.unwrap_or(node.port),
                 "ansible_user": fleet.user,
                 "ansible_ssh_private_key_file": fleet.key,
                 "node_dir": node.path(""),
