@@ -31,14 +31,17 @@ mod fleet;
 mod netem;
 #[path = "../tests/support/port.rs"]
 mod port;
+#[path = "daemon/reach.rs"]
+mod reach;
 #[path = "../tests/support/remote.rs"]
 mod remote;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 use fleet::TestFleet;
 use hmac::{KeyInit, Mac};
+use reach::Reach;
 use remote::{GitSync, Remote, git};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::broadcast;
@@ -54,18 +57,6 @@ const SECRET: &[u8] = b"bench-secret";
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
-}
-
-/// How the daemon reaches the nodes: directly, or through relays.
-struct Reach {
-    port: u16,
-    known_hosts: PathBuf,
-}
-
-impl Reach {
-    fn direct(fleet: &TestFleet) -> Reach {
-        Reach { port: fleet.port, known_hosts: fleet.known_hosts.clone() }
-    }
 }
 
 fn files(fleet: &TestFleet, reach: &Reach, mirror: &str, drift: &str) -> Vec<(&'static str, String)> {
@@ -400,24 +391,9 @@ fn main() {
 
 fn latency(runtime: &tokio::runtime::Runtime, latency_nodes: usize, pushes: usize) {
     let fleet = TestFleet::start(latency_nodes);
-    let model = netem::Model::from_env();
     let trust = tempfile::tempdir().unwrap();
-    let net = model.as_ref().map(|model| {
-        let upstreams: Vec<std::net::SocketAddr> =
-            fleet.nodes.iter().map(|n| format!("{}:{}", n.address, n.port).parse().unwrap()).collect();
-        let net = netem::Netem::start(model, &upstreams);
-        println!("network model {} to the nodes", model.describe());
-        println!("{}", net.probe(((model.mbit * 2.0 / 8.0) as usize).clamp(2, 64)).describe());
-        net
-    });
-    let reach = match &net {
-        Some(net) => {
-            let known_hosts = trust.path().join("known_hosts");
-            net.known_hosts(&fleet.known_hosts, fleet.port, &known_hosts);
-            Reach { port: net.port, known_hosts }
-        }
-        None => Reach::direct(&fleet),
-    };
+    // The relays (if any) live until the end: `_net` is dropped last.
+    let (model, _net, reach) = reach::from_env(&fleet, trust.path());
     let reach = &reach;
     runtime.block_on(async {
         // Alternate the modes in chunks, so noise hits both alike.

@@ -299,37 +299,6 @@ fn clean(fleet: &TestFleet) {
     }
 }
 
-/// Ansible's (a), (b) and (c) on a clean fleet, then winfleet's drift check
-/// on what it left: no write means both wrote the same bytes. `via`: the
-/// relays' port and known_hosts, over a modelled network.
-async fn ansible_column(
-    fleet: &TestFleet,
-    base: &Desired,
-    changed: &Desired,
-    via: Option<(u16, &std::path::Path)>,
-) -> Result<Vec<ansible::Run>, String> {
-    if std::env::var("ANSIBLE").is_ok_and(|v| v == "0") {
-        return Err("ANSIBLE=0".into());
-    }
-    clean(fleet);
-    let known_hosts = via.map_or(fleet.known_hosts.as_path(), |(_, known)| known);
-    let ansible = ansible::Ansible::set_up(known_hosts)?;
-    println!("Ansible: {}", ansible.version());
-    let port = via.map(|(port, _)| port);
-    let runs: Result<Vec<ansible::Run>, String> =
-        [base, changed, changed].into_iter().map(|desired| ansible.run(fleet, desired, port)).collect();
-    ansible.close();
-    let runs = runs?;
-    let pool = pool_via(fleet, known_hosts);
-    let (_, counts, failed) = winfleet_round(&pool, changed).await;
-    pool.close().await;
-    println!(
-        "winfleet's drift check after Ansible's runs: {} writes, {failed} failed (0 = Ansible wrote the same bytes)",
-        counts.applied
-    );
-    Ok(runs)
-}
-
 /// The product's allocator (src/main.rs): the engine runs in this process.
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -368,7 +337,7 @@ fn main() {
         let (own, all) = (cpu() - own, machine_cpu() - all);
         pool.close().await;
         // Ansible last: its CPU-bound runs leave the machine busy for a while.
-        let ansible = ansible_column(&fleet, &base, &changed, None).await;
+        let ansible = ansible::column(&fleet, &base, &changed, None).await;
         assert_eq!(a_failed + b_failed + c_failed, 0, "a node failed");
         assert_eq!(c_counts.applied, 0, "the drift check wrote");
         println!();

@@ -23,6 +23,7 @@ use winfleet::node::{ENVIRONMENT_DROP_IN, HOSTS_TOML};
 use winfleet::vocab::systemd::render_drop_in;
 
 use super::fleet::TestFleet;
+use super::{clean, pool_via, winfleet_round};
 
 const PLAYBOOK: &str = r#"- hosts: all
   gather_facts: false
@@ -170,4 +171,46 @@ fn run(command: &mut Command) -> Result<String, String> {
         let _ = write!(message, ": {}", String::from_utf8_lossy(&output.stderr).trim());
         Err(message)
     }
+}
+
+/// Ansible's (a), (b) and (c) on a clean fleet, then winfleet's drift check
+/// on what it left: no write means both wrote the same bytes. `via`: the
+/// relays' port and known_hosts, over a modelled network.
+pub async fn column(
+    fleet: &TestFleet,
+    base: &Desired,
+    changed: &Desired,
+    via: Option<(u16, &std::path::Path)>,
+) -> Result<Vec<Run>, String> {
+    if std::env::var("ANSIBLE").is_ok_and(|v| v == "0") {
+        return Err("ANSIBLE=0".into());
+    }
+    clean(fleet);
+    let known_hosts = via.map_or(fleet.known_hosts.as_path(), |(_, known)| known);
+    let ansible = Ansible::set_up(known_hosts)?;
+    println!("Ansible: {}", ansible.version());
+    let port = via.map(|(port, _)| port);
+    let runs: Result<Vec<Run>, String> =
+        [base, changed, changed].into_iter().map(|desired| ansible.run(fleet, desired, port)).collect();
+    ansible.close();
+    let runs = runs?;
+    let (mut files, mut differing) = (0, 0);
+    for node in &fleet.nodes {
+        let spec = &changed.instances[&node.address].spec;
+        for (name, file) in &spec.registries {
+            let path = node.path(&format!("{}/{name}/{HOSTS_TOML}", spec.registries_dir));
+            files += 1;
+            differing += usize::from(std::fs::read(path).ok().as_deref() != Some(file.content().as_bytes()));
+        }
+    }
+    let pool = pool_via(fleet, known_hosts);
+    let (_, counts, failed) = winfleet_round(&pool, changed).await;
+    pool.close().await;
+    println!(
+        "Ansible's hosts.toml files: {differing} of {files} differ from winfleet's (0 = the same bytes); winfleet's \
+         drift check after them: {} writes (it adopts the directories it did not create: marker, same bytes), \
+         {failed} failed",
+        counts.applied
+    );
+    Ok(runs)
 }

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use super::fleet::TestFleet;
 use super::powershell::{Pattern, measure};
-use super::{ansible_column, floor, ms, netem, parallel_floor, pool_via, repo, winfleet_round, wmco_round};
+use super::{ansible, floor, ms, netem, parallel_floor, pool_via, repo, winfleet_round, wmco_round};
 use winfleet::dialect::{posix, powershell};
 
 pub(super) fn run(model: &netem::Model) {
@@ -99,7 +99,7 @@ pub(super) fn run(model: &netem::Model) {
         // its CPU-bound runs leave the machine busy for a while.
         let ansible_nodes = std::env::var("ANSIBLE_NODES").ok().and_then(|n| n.parse().ok()).unwrap_or(20);
         let ansible = if nodes <= ansible_nodes {
-            ansible_column(&fleet, &base, &changed, Some((net.port, &known))).await
+            ansible::column(&fleet, &base, &changed, Some((net.port, &known))).await
         } else {
             Err(format!("{nodes} nodes, more than ANSIBLE_NODES={ansible_nodes}"))
         };

@@ -50,8 +50,10 @@ pub(super) fn run(model: &netem::Model) {
         let pool = Pool::new(load_key(&fleet.key).unwrap(), KnownHosts::load(&known, false).unwrap(), settings());
         let (configure, sent, _) = winfleet_round(&pool, &instances).await;
         let (noop, noop_sent, _) = winfleet_round(&pool, &instances).await;
-        let scp = scp_via(&fleet, &dir, route, false);
-        let scp_compressed = scp_via(&fleet, &dir, route, true);
+        // SCP=0 skips scp (each run costs about twice winfleet's at wan).
+        let with_scp = env("SCP", 1) != 0;
+        let scp = if with_scp { scp_via(&fleet, &dir, route, false) } else { Duration::ZERO };
+        let scp_compressed = if with_scp { scp_via(&fleet, &dir, route, true) } else { Duration::ZERO };
         let (wmco, wmco_sent) = wmco_round_via(&instances[..wmco_nodes], &wmco_archives, &fleet, false, &known).await;
         let wmco_fleet = wmco / wmco_nodes as u32 * nodes as u32;
         let limit = wire(sent);
@@ -79,12 +81,20 @@ pub(super) fn run(model: &netem::Model) {
             secs(wmco_fleet),
             wmco_fleet.as_secs_f64() / configure.as_secs_f64()
         );
-        println!("  scp -r, no compression {:>9}  {:.2}x winfleet's time", secs(scp), scp.as_secs_f64() / configure.as_secs_f64());
-        println!(
-            "  scp -r, compression   {:>10}  {:.2}x winfleet's time",
-            secs(scp_compressed),
-            scp_compressed.as_secs_f64() / configure.as_secs_f64()
-        );
+        if with_scp {
+            println!(
+                "  scp -r, no compression {:>9}  {:.2}x winfleet's time",
+                secs(scp),
+                scp.as_secs_f64() / configure.as_secs_f64()
+            );
+            println!(
+                "  scp -r, compression   {:>10}  {:.2}x winfleet's time",
+                secs(scp_compressed),
+                scp_compressed.as_secs_f64() / configure.as_secs_f64()
+            );
+        } else {
+            println!("  scp -r: skipped (SCP=0)");
+        }
         println!("  winfleet's following no-op round: {} ({} sent)", secs(noop), mib(noop_sent));
 
         let changed = env("CHANGED", 10);

@@ -6,9 +6,11 @@
 //! Windows, starting powershell.exe costs more than the script).
 //! The pool keeps the shell with the connection between rounds
 //! ([`Shells`]), so a warm round opens no channel and starts no shell at
-//! all; the scripts run their body in a subshell, so nothing one leaves
-//! behind (variables, umask, working directory) reaches the next. A kept
-//! shell that turns out to be gone is replaced once, before anything ran.
+//! all; the scripts run their body in a subshell (posix) or a child scope
+//! (PowerShell: a script block invoked with `&`), so nothing one leaves
+//! behind (variables, functions, umask, preferences) reaches the next. A
+//! kept shell that turns out to be gone is replaced once, before anything
+//! ran.
 //!
 //! Each script is followed by a line, in the shell's own language
 //! ([`Interpreter::end_line`]), printing a marker that only this
