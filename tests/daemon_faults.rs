@@ -247,6 +247,11 @@ async fn a_nodes_shell_is_kept_between_rounds_and_replaced_when_it_was_killed() 
         assert_eq!((record.kind, record.changed, record.failed), (RoundKind::Drift, 0, 0));
     }
     assert_eq!(node.last_session(), shell, "the drift rounds reused the shell");
+    // And the pool counted it: one connection, one channel (the kept
+    // shell) for the commit round and both drift rounds.
+    let metrics = handle.metrics.encode();
+    assert!(metrics.contains(r#"winfleet_ssh_traffic_total{kind="connections"} 1"#), "{metrics}");
+    assert!(metrics.contains(r#"winfleet_ssh_traffic_total{kind="channels"} 1"#), "{metrics}");
 
     // The shell dies between rounds (the connection stays) and the node drifts.
     node.kill_session_processes();

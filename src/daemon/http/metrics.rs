@@ -27,6 +27,8 @@ type Label = [(&'static str, String); 1];
 const ROUND_RESULTS: [&str; 3] = ["succeeded", "failed", "invalid"];
 /// The SSH stages [`Metrics::ssh_error`] expects; pre-created at 0.
 const SSH_STAGES: [&str; 3] = ["observe", "apply", "reboot"];
+/// The kinds of SSH traffic [`Metrics::ssh_traffic`] counts; pre-created at 0.
+const SSH_TRAFFIC: [&str; 3] = ["connections", "channels", "scripts"];
 /// The webhook results [`Metrics::webhook_request`] expects; pre-created at 0.
 const WEBHOOK_RESULTS: [&str; 6] = ["accepted", "forwarded", "ignored", "unauthorized", "bad_request", "too_large"];
 
@@ -72,6 +74,7 @@ pub struct Metrics {
     phases_seen: Mutex<BTreeSet<String>>,
     drift_detected: Counter,
     ssh_errors: Family<Label, Counter>,
+    ssh_traffic: Family<Label, Counter>,
     git_fetch: Family<Label, Histogram, fn() -> Histogram>,
     webhook_requests: Family<Label, Counter>,
     applied_revision: Arc<Mutex<Option<String>>>,
@@ -107,6 +110,13 @@ impl Metrics {
         registry.register("drift_detected", "Nodes found drifted from their desired state", drift_detected.clone());
         let ssh_errors = Family::<Label, Counter>::default();
         registry.register("ssh_errors", "SSH failures by stage", ssh_errors.clone());
+        let ssh_traffic = Family::<Label, Counter>::default();
+        registry.register(
+            "ssh_traffic",
+            "What rounds asked of the nodes over SSH: connections made, channels opened, scripts run (a warm round \
+             is one script a node on its kept shell, no connection and no channel)",
+            ssh_traffic.clone(),
+        );
         let git_fetch = Family::<Label, Histogram, fn() -> Histogram>::new_with_constructor(fetch_buckets);
         registry.register_with_unit(
             "git_fetch_duration",
@@ -145,6 +155,9 @@ impl Metrics {
         for stage in SSH_STAGES {
             drop(ssh_errors.get_or_create(&label("stage", stage)));
         }
+        for kind in SSH_TRAFFIC {
+            drop(ssh_traffic.get_or_create(&label("kind", kind)));
+        }
         for result in WEBHOOK_RESULTS {
             drop(webhook_requests.get_or_create(&label("result", result)));
         }
@@ -157,6 +170,7 @@ impl Metrics {
             phases_seen: Mutex::new(BTreeSet::new()),
             drift_detected,
             ssh_errors,
+            ssh_traffic,
             git_fetch,
             webhook_requests,
             applied_revision,
@@ -183,6 +197,13 @@ impl Metrics {
         self.rounds.get_or_create(&label("result", result)).inc();
         if result == "succeeded" {
             self.last_success.set(jiff::Timestamp::now().as_second());
+        }
+    }
+
+    /// What a round asked of the nodes over SSH.
+    pub fn ssh_traffic(&self, traffic: crate::ssh::Traffic) {
+        for (kind, count) in SSH_TRAFFIC.into_iter().zip([traffic.connections, traffic.channels, traffic.scripts]) {
+            self.ssh_traffic.get_or_create(&label("kind", kind)).inc_by(count);
         }
     }
 
@@ -289,6 +310,8 @@ mod tests {
         metrics.set_nodes_by_phase(&phases(&[("Ready", 3)]));
         metrics.drift_detected(2);
         metrics.ssh_error("apply");
+        metrics.ssh_traffic(crate::ssh::Traffic { connections: 2, channels: 3, scripts: 5 });
+        metrics.ssh_traffic(crate::ssh::Traffic { connections: 0, channels: 0, scripts: 2 });
         metrics.git_fetch(Duration::from_millis(20), true);
         metrics.git_fetch(Duration::from_secs(3), false);
         metrics.webhook_request("accepted");
@@ -324,6 +347,9 @@ mod tests {
             "winfleet_ssh_errors_total{stage=\"apply\"} 1",
             "winfleet_ssh_errors_total{stage=\"observe\"} 0",
             "winfleet_ssh_errors_total{stage=\"reboot\"} 0",
+            "winfleet_ssh_traffic_total{kind=\"connections\"} 2",
+            "winfleet_ssh_traffic_total{kind=\"channels\"} 3",
+            "winfleet_ssh_traffic_total{kind=\"scripts\"} 7",
             "winfleet_git_fetch_duration_seconds_count{result=\"ok\"} 1",
             "winfleet_git_fetch_duration_seconds_count{result=\"error\"} 1",
             "winfleet_git_fetch_duration_seconds_bucket{le=\"0.02\",result=\"ok\"} 1",

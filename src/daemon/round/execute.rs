@@ -79,6 +79,7 @@ impl Daemon {
         stop: &CancellationToken,
     ) -> RoundRecord {
         let started = Instant::now();
+        let traffic = self.pool.activity.traffic();
         let revision = self.applied.as_ref().map(|a| a.revision.clone()).unwrap_or_default();
         let warn_only = kind == RoundKind::Drift && desired.fleet.drift_mode == DriftMode::Warn;
         let suspended = self.suspended_by();
@@ -125,12 +126,16 @@ impl Daemon {
         let (changed, failed) = self.after_round(&report, kind, schedule, suspended.is_some());
         let result = if failed > 0 { "failed" } else { "succeeded" };
         self.metrics.round_finished(result, started.elapsed());
+        let traffic = self.pool.activity.traffic() - traffic;
+        self.metrics.ssh_traffic(traffic);
+        let ssh =
+            format!("{} connections, {} channels, {} scripts", traffic.connections, traffic.channels, traffic.scripts);
         let seconds = started.elapsed().as_secs_f64();
         let (revision_short, nodes) = (short(&revision), report.nodes.len());
         if failed > 0 {
-            tracing::warn!(kind = ?kind, revision = %revision_short, nodes, changed, failed, seconds, "round finished with failures");
+            tracing::warn!(kind = ?kind, revision = %revision_short, nodes, changed, failed, seconds, %ssh, "round finished with failures");
         } else {
-            tracing::info!(kind = ?kind, revision = %revision_short, nodes, changed, failed, seconds, "round finished");
+            tracing::info!(kind = ?kind, revision = %revision_short, nodes, changed, failed, seconds, %ssh, "round finished");
         }
         let status_commit = self.write_status(Some(&report), kind == RoundKind::Drift).await;
         RoundRecord {
