@@ -17,7 +17,7 @@ use std::time::Instant;
 use super::fleet::TestFleet;
 use super::powershell::{Pattern, measure};
 use super::{ansible, floor, ms, netem, parallel_floor, pool_via, repo, winfleet_round, wmco_round};
-use winfleet::dialect::{posix, powershell};
+use winfleet::vocab::Shell;
 
 pub(super) fn run(model: &netem::Model) {
     let nodes: usize = std::env::var("NODES").ok().and_then(|n| n.parse().ok()).unwrap_or(50);
@@ -150,8 +150,8 @@ pub(super) fn run(model: &netem::Model) {
         }
         println!("{:<44} {:>9} {:>9}  per node, warm: connections / channels / scripts", "pattern", "cold", "warm");
         for (name, pattern) in [
-            ("posix: /bin/sh -s kept", Pattern::Kept(posix::INTERPRETER)),
-            ("PowerShell: -Command - session kept", Pattern::Kept(powershell::INTERPRETER)),
+            ("posix: /bin/sh -s kept", Pattern::Kept(Shell::Posix)),
+            ("PowerShell: -Command - session kept", Pattern::Kept(Shell::Powershell)),
             ("PowerShell before: a channel per script", Pattern::ChannelPerScript),
         ] {
             let (cold, warm, [connections, channels, scripts]) =

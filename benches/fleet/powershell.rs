@@ -21,41 +21,42 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt as _;
 use winfleet::desired::model::{Desired, Instance};
-use winfleet::dialect::{self, Interpreter, Script, posix, powershell};
+use winfleet::dialect::{self, Script, powershell};
 use winfleet::engine;
 use winfleet::ssh::{Pool, Traffic};
+use winfleet::vocab::Shell;
 
 use super::median;
 
 /// How one node's observation travels.
 #[derive(Clone, Copy)]
 pub(super) enum Pattern {
-    /// A script sent to the node's kept shell.
-    Kept(Interpreter),
+    /// A script sent to the node's kept shell, of this dialect.
+    Kept(Shell),
     /// A channel of its own.
     ChannelPerScript,
 }
 
-/// The observation script of `instance`, as `interpreter`'s dialect sends
-/// it (posix text; in the PowerShell wrapping for the stand-in).
-fn observation(instance: &Instance, interpreter: Interpreter) -> Script {
-    let body = dialect::observe(&instance.spec, None).input;
-    if interpreter.command == posix::COMMAND {
-        return Script { command: posix::COMMAND, input: body };
+/// The observation script of `instance` (posix text), as `shell`'s
+/// dialect frames a script: in the PowerShell wrapping for the stand-in.
+fn observation(instance: &Instance, shell: Shell) -> Script {
+    let script = dialect::observe(&instance.spec, None);
+    match shell {
+        Shell::Posix => script,
+        Shell::Powershell => Script { command: powershell::COMMAND, input: powershell::wrap(&script.input) },
     }
-    Script { command: powershell::COMMAND, input: powershell::wrap(&body) }
 }
 
 async fn one_node(pool: &Pool, instance: &Instance, pattern: Pattern) -> Result<(), String> {
     let target = engine::target(instance);
     let output = match pattern {
-        Pattern::Kept(interpreter) => {
-            let mut shell = pool.converse(&target, interpreter).await.map_err(|e| e.to_string())?;
-            let output = pool.exchange(&mut shell, &observation(instance, interpreter), true).await;
-            pool.keep(shell).await;
+        Pattern::Kept(shell) => {
+            let mut kept = pool.converse(&target, dialect::interpreter(shell)).await.map_err(|e| e.to_string())?;
+            let output = pool.exchange(&mut kept, &observation(instance, shell), true).await;
+            pool.keep(kept).await;
             output
         }
-        Pattern::ChannelPerScript => pool.run(&target, &observation(instance, powershell::INTERPRETER), true).await,
+        Pattern::ChannelPerScript => pool.run(&target, &observation(instance, Shell::Powershell), true).await,
     }
     .map_err(|e| e.to_string())?;
     winfleet::node::facts::parse_facts(&output.stdout)

@@ -137,7 +137,7 @@ pub async fn node(pool: &Pool, instance: &Instance, dry_run: bool, context: &Nod
             return report;
         }
     };
-    let report = observe_and_apply(pool, &target, instance, dry_run, context, Some(&conversation)).await;
+    let report = observe_and_apply(pool, &target, instance, dry_run, context, &conversation).await;
     pool.keep(conversation.into_inner()).await;
     report
 }
@@ -148,12 +148,12 @@ async fn observe_and_apply(
     instance: &Instance,
     dry_run: bool,
     context: &NodeContext,
-    conversation: Option<&Mutex<Conversation>>,
+    conversation: &Mutex<Conversation>,
 ) -> NodeReport {
     let spec: &NodeSpec = &instance.spec;
     let mut report = NodeReport::new(&instance.address);
     let list = spec.lifecycle.as_deref().map(|l| steps::observe_list(l, &pool.known_hashes(target), context));
-    let mut facts = match observe(pool, conversation, target, spec, list.as_ref()).await {
+    let mut facts = match observe(pool, Some(conversation), target, spec, list.as_ref()).await {
         Ok(facts) => facts,
         Err(reason) => {
             report.result = NodeResult::Failed { stage: Stage::Observe, reason };
@@ -223,6 +223,8 @@ async fn observe_and_apply(
     report
 }
 
+/// The node's facts, through its kept shell, or (`None`: the safe
+/// reboot's boot-id check) on a channel of its own.
 async fn observe(
     pool: &Pool,
     conversation: Option<&Mutex<Conversation>>,

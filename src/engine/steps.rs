@@ -45,8 +45,8 @@ pub fn observe_list(spec: &LifecycleSpec, known: &HashCache, context: &NodeConte
 pub struct Work<'a> {
     /// The pool.
     pub pool: &'a Pool,
-    /// The node's shell, when its scripts share one (posix).
-    pub conversation: Option<&'a tokio::sync::Mutex<Conversation>>,
+    /// The node's shell, which its scripts share.
+    pub conversation: &'a tokio::sync::Mutex<Conversation>,
     /// The node.
     pub target: &'a Target,
     /// Its spec.
@@ -133,10 +133,7 @@ fn remember_uploads(work: &Work<'_>, keys: &[(String, String)]) {
 }
 
 async fn run(work: &Work<'_>, script: &dialect::Script, total: usize) -> Result<ApplyReport, (Stage, String)> {
-    let output = match work.conversation {
-        Some(conversation) => work.pool.exchange(&mut *conversation.lock().await, script, false).await,
-        None => work.pool.run(work.target, script, false).await,
-    };
+    let output = work.pool.exchange(&mut *work.conversation.lock().await, script, false).await;
     match output {
         Ok(output) => parse_report(&output.stdout, total).map_err(|e| (Stage::Apply, explain(&e.to_string(), &output))),
         Err(e) => Err((Stage::Apply, format!("{e}; the next round re-observes and converges"))),
