@@ -102,6 +102,8 @@ async fn live_plan_then_apply_labels_nodes_and_stops_when_a_rebooted_node_does_n
     // The cluster Proxy's own no-proxy entries are added (WMCO-SPEC decision 8).
     assert!(out.contains("~ environment NO_PROXY: (unset) -> \".cluster.local,10.128.0.0/14\""), "{out}");
     assert!(out.contains("Cluster plan: 0 MachineSet change(s), 0 conflict(s), 2 Node metadata change(s)"), "{out}");
+    // The platform comes from the Infrastructure `cluster` (issue 36).
+    assert!(out.contains(" (platform None):"), "{out}");
     assert!(api.history().iter().all(|w| w.resource != "nodes"), "plan --live writes nothing");
 
     let (code, out, err) = winfleet(args(

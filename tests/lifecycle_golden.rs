@@ -113,6 +113,7 @@ fn spec(shell: Shell) -> NodeSpec {
         cluster_dns: "172.30.0.10".into(),
         network: Err("no operator.openshift.io Network".into()),
         trusted_ca: Default::default(),
+        platform: Default::default(),
     };
     let generated = render(&lifecycle, &material);
     lifecycle = lifecycle.with_generated(generated);

@@ -21,7 +21,7 @@ fn inner(tagged: &str) -> &str {
 #[test]
 fn the_user_data_matches_its_golden_file_and_parses_as_powershell() {
     let mut failures = Vec::new();
-    for (platform, name) in [(Platform::Tagged, "tagged"), (Platform::Gcp, "gcp")] {
+    for (platform, name) in [(Platform::None, "tagged"), (Platform::Gcp, "gcp"), (Platform::Aws, "aws")] {
         let text = render(KEY, platform).unwrap();
         let path = support::fixture(&format!("machines/windows-user-data-{name}.txt"));
         if let Err(e) = support::check_golden(&path, &text) {
@@ -42,7 +42,7 @@ fn the_user_data_matches_its_golden_file_and_parses_as_powershell() {
 
 #[test]
 fn the_script_turns_password_authentication_off_and_holds_no_private_key() {
-    let script = render(KEY, Platform::Tagged).unwrap();
+    let script = render(KEY, Platform::None).unwrap();
     assert!(script.contains("'PasswordAuthentication no'"));
     assert!(script.contains("'PubkeyAuthentication yes'"));
     assert!(!script.contains("PRIVATE KEY"));
@@ -50,7 +50,7 @@ fn the_script_turns_password_authentication_off_and_holds_no_private_key() {
 
 #[test]
 fn the_test_cloud_reads_the_authorized_key_out_of_the_script() {
-    let script = render(&format!("{KEY} comment"), Platform::Tagged).unwrap();
+    let script = render(&format!("{KEY} comment"), Platform::None).unwrap();
     assert_eq!(support::machine_provider::authorized_key(&script).as_deref(), Some(KEY));
     assert_eq!(support::machine_provider::authorized_key("<powershell>\nStart-Service sshd\n</powershell>"), None);
 }

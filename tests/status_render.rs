@@ -241,6 +241,19 @@ fn machine_sets_are_unknown_without_a_cluster_report() {
 }
 
 #[test]
+fn the_summary_names_the_platform_and_keeps_it_through_a_round_without_a_cluster() {
+    let mut c = cluster();
+    c.platform = Some(winfleet::vocab::platform::Platform::Aws);
+    let first = Round::new(1_700_000_000, REV1, &["a"])
+        .report(round(false, vec![in_sync("a")], Some(c)))
+        .render(&Status::default());
+    assert_eq!(first.summary.platform.as_deref(), Some("AWS"));
+    let ssh_only =
+        Round::new(1_700_000_100, REV1, &["a"]).report(round(false, vec![in_sync("a")], None)).render(&first);
+    assert_eq!(ssh_only.summary.platform.as_deref(), Some("AWS"));
+}
+
+#[test]
 fn an_owed_reboot_without_a_cluster_waits() {
     let status = Round::new(1_700_000_000, REV1, &["a"])
         .report(round(

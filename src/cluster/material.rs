@@ -5,7 +5,8 @@
 //!   `token` and `ca.crt` (the Machine Config Operator's bootstrap
 //!   identity, as WMCO uses it);
 //! - Infrastructure `cluster`: `status.apiServerInternalURI` (the JSON name
-//!   of openshift/api's `APIServerInternalURL` field: URI, not URL);
+//!   of openshift/api's `APIServerInternalURL` field: URI, not URL) and the
+//!   platform (`status.platformStatus.type`);
 //! - Network `cluster`: `spec.serviceNetwork[0]` (the cluster DNS, and
 //!   the service network of `network-conf.ps1`, [`super::network`]);
 //! - ControllerConfig `machine-config-controller`:
@@ -21,6 +22,7 @@ use serde_json::Value;
 
 use super::apply::api_error;
 use crate::lifecycle::material::{ClusterMaterial, cluster_dns};
+use crate::vocab::platform::Platform;
 
 /// The bootstrap Secret's namespace and name.
 pub const BOOTSTRAP_SECRET: (&str, &str) = ("openshift-machine-config-operator", "node-bootstrapper-token");
@@ -74,6 +76,7 @@ pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
     )
     .await?;
     let api_server_url = text(&infrastructure, "/status/apiServerInternalURI", "Infrastructure cluster")?.to_owned();
+    let platform = Platform::of_infrastructure(&infrastructure);
     let network =
         get(client, &resource("config.openshift.io", "v1", "Network", "networks"), "cluster", "Network cluster")
             .await?;
@@ -95,5 +98,14 @@ pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
         format!("ControllerConfig {CONTROLLER_CONFIG}: spec.kubeAPIServerServingCAData is not base64 PEM")
     })?;
     let trusted_ca = super::trusted_ca::read(client).await?;
-    Ok(ClusterMaterial { api_server_url, bootstrap_token, bootstrap_ca, kubelet_ca, cluster_dns, network, trusted_ca })
+    Ok(ClusterMaterial {
+        api_server_url,
+        bootstrap_token,
+        bootstrap_ca,
+        kubelet_ca,
+        cluster_dns,
+        network,
+        trusted_ca,
+        platform,
+    })
 }

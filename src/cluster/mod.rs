@@ -53,6 +53,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::Taint;
 use serde_json::Value;
 
+use crate::vocab::platform::Platform;
+
 /// The field manager of every winfleet write.
 pub const FIELD_MANAGER: &str = "winfleet";
 /// The label on every object winfleet creates; only such objects are pruned.
@@ -162,6 +164,8 @@ pub struct ClusterFacts {
     pub machines: BTreeMap<String, MachineObs>,
     /// `status.noProxy` of the cluster Proxy `cluster`, when there is one.
     pub cluster_no_proxy: Option<String>,
+    /// The platform the Infrastructure `cluster` names (`None` without one).
+    pub platform: Platform,
 }
 
 /// Whether a label map carries winfleet's managed-by label.

@@ -1,5 +1,5 @@
 //! Read-only snapshot of the cluster: Windows Nodes, MachineSets, Windows
-//! Machines and the cluster Proxy's `status.noProxy`.
+//! Machines, the cluster Proxy's `status.noProxy` and the platform.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
@@ -7,6 +7,7 @@ use kube::{Client, ResourceExt};
 use serde_json::Value;
 
 use super::{ClusterFacts, MACHINE_API_NAMESPACE, MachineObs, NodeObs};
+use crate::vocab::platform::Platform;
 
 /// `machine.openshift.io/v1beta1` MachineSet.
 pub fn machine_set_resource() -> ApiResource {
@@ -50,11 +51,12 @@ pub async fn observe(client: &Client) -> Result<ClusterFacts, kube::Error> {
         ListParams::default(),
         ListParams::default().labels(WINDOWS_MACHINES),
     );
-    let (nodes, sets, machines, no_proxy) = futures::try_join!(
+    let (nodes, sets, machines, no_proxy, platform) = futures::try_join!(
         nodes.list(&windows_nodes),
         list_or_absent(&sets, &all),
         list_or_absent(&machines, &windows_machines),
         cluster_no_proxy(client),
+        platform(client),
     )?;
     Ok(ClusterFacts {
         nodes: nodes.items.iter().map(|n| (n.name_any(), node_obs(n))).collect(),
@@ -64,7 +66,19 @@ pub async fn observe(client: &Client) -> Result<ClusterFacts, kube::Error> {
             .collect(),
         machines: machines.iter().map(|m| (m.name_any(), machine_obs(m))).collect(),
         cluster_no_proxy: no_proxy,
+        platform,
     })
+}
+
+/// The platform Infrastructure `cluster` names; `None` without one (a
+/// plain Kubernetes cluster), as WMCO takes it.
+pub async fn platform(client: &Client) -> Result<Platform, kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &infrastructure_resource());
+    match api.get_opt("cluster").await {
+        Ok(found) => Ok(found.map_or(Platform::None, |i| Platform::of_infrastructure(&i.data))),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Platform::None),
+        Err(e) => Err(e),
+    }
 }
 
 /// A list, or nothing when the API itself is absent (a cluster without the

@@ -13,14 +13,13 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use serde::Serialize;
 use serde_json::json;
 
 use super::apply::api_error;
-use super::observe::infrastructure_resource;
 use super::{FIELD_MANAGER, MACHINE_API_NAMESPACE, MANAGED_BY};
-use crate::render::user_data::{FINGERPRINT_ANNOTATION, Platform, SECRET_KEY, SECRET_NAME, render};
+use crate::render::user_data::{FINGERPRINT_ANNOTATION, SECRET_KEY, SECRET_NAME, render};
 
 /// What the Secret needs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -87,9 +86,9 @@ pub async fn reconcile(client: &Client, public_key: &str, fingerprint: &str, dry
         report.error = Some(error);
         Some(report)
     };
-    let platform = match platform(client).await {
+    let platform = match super::observe::platform(client).await {
         Ok(p) => p,
-        Err(e) => return fail(report, format!("cannot read Infrastructure cluster: {e}")),
+        Err(e) => return fail(report, format!("cannot read Infrastructure cluster: {}", api_error(&e))),
     };
     let script = match render(public_key, platform) {
         Ok(s) => s,
@@ -144,18 +143,6 @@ fn observe(secret: Option<&Secret>) -> UserDataObs {
     UserDataObs {
         user_data: secret.data.as_ref().and_then(|d| d.get(SECRET_KEY)).map(|b| b.0.clone()),
         fingerprint: secret.metadata.annotations.as_ref().and_then(|a| a.get(FINGERPRINT_ANNOTATION)).cloned(),
-    }
-}
-
-/// The platform from Infrastructure `cluster` (absent: tagged user data).
-async fn platform(client: &Client) -> Result<Platform, String> {
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &infrastructure_resource());
-    match api.get_opt("cluster").await {
-        Ok(found) => Ok(Platform::from_type(
-            found.as_ref().and_then(|i| i.data.pointer("/status/platformStatus/type")).and_then(|t| t.as_str()),
-        )),
-        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Platform::Tagged),
-        Err(e) => Err(api_error(&e)),
     }
 }
 

@@ -26,6 +26,7 @@ use crate::node::facts::{NodeFacts, parse_facts};
 use crate::node::plan::{self, plan_node};
 use crate::node::prerequisites;
 use crate::ssh::{Conversation, Output, Pool, Target};
+use crate::vocab::platform::Platform;
 use report::{LifecycleReport, NodeReport, NodeResult, OpReport, Stage};
 use tokio::sync::Mutex;
 
@@ -168,9 +169,11 @@ async fn observe_and_apply(
     report.hostname = Some(facts.hostname.clone());
     report.os = Some(facts.os.clone());
     report.services = facts.services.iter().map(|(name, state)| (name.clone(), state.to_string())).collect();
-    // Before the first write, in configure modes only.
+    // Before the first write, in configure modes only; the Windows builds
+    // a host may run depend on the cluster's platform.
+    let platform = spec.lifecycle.as_ref().map_or(Platform::None, |l| l.platform);
     let configuring = matches!(context.mode(), Mode::Prepare | Mode::Join);
-    if let Some(reason) = configuring.then(|| prerequisites::refused(spec.shell, &facts)).flatten() {
+    if let Some(reason) = configuring.then(|| prerequisites::refused(spec.shell, &facts, platform)).flatten() {
         report.result = NodeResult::Failed { stage: Stage::Observe, reason };
         return report;
     }

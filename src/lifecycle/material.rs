@@ -25,6 +25,7 @@ use serde_json::json;
 use super::{GeneratedFile, LifecycleSpec};
 use crate::vocab::Shell;
 use crate::vocab::file::{ManagedFile, sha256_hex};
+use crate::vocab::platform::Platform;
 
 /// The file names, under the kube directory.
 pub const BOOTSTRAP_KUBECONFIG: &str = "bootstrap-kubeconfig";
@@ -53,6 +54,8 @@ pub struct ClusterMaterial {
     pub network: Result<super::network::HybridNetwork, String>,
     /// The proxy's trusted CA bundle ([`super::trusted_ca`]).
     pub trusted_ca: super::trusted_ca::TrustedCa,
+    /// The cluster's platform (Infrastructure `cluster`).
+    pub platform: Platform,
 }
 
 impl fmt::Debug for ClusterMaterial {
@@ -61,6 +64,7 @@ impl fmt::Debug for ClusterMaterial {
             .field("api_server_url", &self.api_server_url)
             .field("bootstrap_token", &"<redacted>")
             .field("cluster_dns", &self.cluster_dns)
+            .field("platform", &self.platform)
             .finish_non_exhaustive()
     }
 }
@@ -173,6 +177,7 @@ mod tests {
             cluster_dns: "172.30.0.10".into(),
             network: Err("none".into()),
             trusted_ca: Default::default(),
+            platform: Platform::None,
         };
         assert!(!format!("{material:?}").contains("TOKEN-SENTINEL"));
         let spec = crate::lifecycle::tests_support::posix_spec();

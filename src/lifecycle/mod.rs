@@ -41,6 +41,7 @@ use crate::payload::Payload;
 use crate::payload::layout::{WINDOWS_K_DIR, WINDOWS_TEMP_DIR, parents, payload_node_path};
 use crate::vocab::Shell;
 use crate::vocab::file::{ManagedFile, node_path};
+use crate::vocab::platform::Platform;
 use manifest::ServiceDef;
 use material::ClusterMaterial;
 
@@ -102,6 +103,9 @@ pub struct LifecycleSpec {
     /// Why this round cannot touch the lifecycle (no or another payload,
     /// unreadable cluster material); `None` when it can.
     pub blocked: Option<String>,
+    /// The cluster's platform, from the cluster material ([`Platform::None`]
+    /// without a cluster): which Windows builds a host may run.
+    pub platform: Platform,
 }
 
 /// A payload file at its node path.
@@ -170,6 +174,7 @@ impl LifecycleSpec {
             directories: Vec::new(),
             services: manifest.services.clone(),
             blocked: None,
+            platform: Platform::None,
         };
         spec.directories = spec.compute_directories();
         spec
@@ -200,7 +205,10 @@ impl LifecycleSpec {
         let spec = self.with_payload(payload);
         match material {
             None => spec,
-            Some(Ok(m)) => network::with_network(&spec, m.network.as_ref().ok(), material::render(&spec, m)),
+            Some(Ok(m)) => {
+                let spec = LifecycleSpec { platform: m.platform, ..spec };
+                network::with_network(&spec, m.network.as_ref().ok(), material::render(&spec, m))
+            }
             Some(Err(e)) => blocked(format!("cannot read the cluster material a node needs to join: {e}")),
         }
     }

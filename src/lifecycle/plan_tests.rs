@@ -37,6 +37,7 @@ fn spec() -> LifecycleSpec {
         cluster_dns: "172.30.0.10".into(),
         network: Err("no operator.openshift.io Network".into()),
         trusted_ca: Default::default(),
+        platform: Default::default(),
     };
     let generated = render(&spec, &material);
     spec.with_generated(generated)

@@ -7,40 +7,77 @@
 
 use super::facts::NodeFacts;
 use crate::vocab::Shell;
+use crate::vocab::platform::Platform;
 
-/// The supported Windows Server builds: (build, lowest update revision,
-/// name). WMCO's docs/wmco-prerequisites.md lists Windows Server 2019
-/// (1809, LTSC) and 2022 (LTSC, with the container networking patch
-/// KB5012637: OS build 20348.681).
-pub const SUPPORTED: [(u32, u32, &str); 2] = [(17763, 0, "Windows Server 2019"), (20348, 681, "Windows Server 2022")];
+/// A Windows Server release: its build, the lowest update revision (UBR)
+/// it needs, its name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Release {
+    /// The OS build (`10.0.BUILD.UBR`).
+    pub build: u32,
+    /// The lowest update revision accepted.
+    pub lowest_ubr: u32,
+    /// What users call it.
+    pub name: &'static str,
+}
+
+/// Windows Server 2019 (1809, LTSC). WMCO 10.21's release notes call it
+/// the last release to support 2019; WMCO's docs/wmco-prerequisites.md
+/// still lists it for AWS, Azure and platform None (docs/lifecycle.md).
+pub const WS2019: Release = Release { build: 17763, lowest_ubr: 0, name: "Windows Server 2019" };
+/// Windows Server 2022 (LTSC) with the container networking update
+/// KB5012637 (OS build 20348.681).
+pub const WS2022: Release = Release { build: 20348, lowest_ubr: 681, name: "Windows Server 2022" };
+/// Windows Server 2025 (LTSC), supported on every platform from WMCO 10.22.
+pub const WS2025: Release = Release { build: 26100, lowest_ubr: 0, name: "Windows Server 2025" };
+
+/// The Windows Server releases a platform supports: WMCO's
+/// docs/wmco-prerequisites.md ("Supported Windows Server versions", WMCO
+/// 10.22 and later; facts and commits in docs/platforms-research.md, 6).
+/// vSphere, GCP and Nutanix never had 2019 (on vSphere it lacks KB4565351,
+/// the custom VXLAN port). A platform WMCO does not serve is taken as
+/// platform None (a BYOH host).
+pub fn supported(platform: Platform) -> &'static [Release] {
+    match platform {
+        Platform::Aws | Platform::Azure | Platform::None | Platform::Other => &[WS2019, WS2022, WS2025],
+        Platform::Gcp | Platform::VSphere | Platform::Nutanix => &[WS2022, WS2025],
+    }
+}
+
+fn listed(releases: &[Release]) -> String {
+    releases
+        .iter()
+        .map(|r| {
+            let ubr = if r.lowest_ubr > 0 { format!(".{} or later", r.lowest_ubr) } else { String::new() };
+            format!("{} (build {}{ubr})", r.name, r.build)
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
 
 /// The Windows Server release a `major.minor.build.revision` OS version
 /// (what the PowerShell observation reports as `os`) is, or why it is
-/// refused.
-pub fn windows_build(os: &str) -> Result<&'static str, String> {
-    let supported = || {
-        SUPPORTED
-            .iter()
-            .map(|(build, ubr, name)| {
-                format!("{name} (build {build}{})", if *ubr > 0 { format!(".{ubr} or later") } else { String::new() })
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
+/// refused on `platform`.
+pub fn windows_build(os: &str, platform: Platform) -> Result<&'static str, String> {
+    let releases = supported(platform);
+    let supported = || format!("supported on platform {platform}: {}", listed(releases));
     let parts: Vec<u32> = match os.trim().split('.').map(str::parse).collect::<Result<_, _>>() {
         Ok(parts) => parts,
-        Err(_) => return Err(format!("the OS version {os:?} is not a Windows version; supported: {}", supported())),
+        Err(_) => return Err(format!("the OS version {os:?} is not a Windows version; {}", supported())),
     };
     let [10, 0, build, ubr] = parts[..] else {
-        return Err(format!("the OS version {os:?} is not a Windows version; supported: {}", supported()));
+        return Err(format!("the OS version {os:?} is not a Windows version; {}", supported()));
     };
-    match SUPPORTED.iter().find(|(b, _, _)| *b == build) {
-        Some((_, lowest, name)) if ubr >= *lowest => Ok(name),
-        Some((_, lowest, name)) => Err(format!(
-            "{name} build {build}.{ubr} lacks the container networking update (build {build}.{lowest}, \
-             KB5012637); install it first"
+    let known = [WS2019, WS2022, WS2025];
+    match (releases.iter().find(|r| r.build == build), known.iter().find(|r| r.build == build)) {
+        (Some(r), _) if ubr >= r.lowest_ubr => Ok(r.name),
+        (Some(r), _) => Err(format!(
+            "{} build {build}.{ubr} lacks the container networking update (build {build}.{}, KB5012637); install \
+             it first",
+            r.name, r.lowest_ubr
         )),
-        None => Err(format!("Windows build {build}.{ubr} is not supported; supported: {}", supported())),
+        (None, Some(r)) => Err(format!("{} is not supported on platform {platform}; {}", r.name, supported())),
+        (None, None) => Err(format!("Windows build {build}.{ubr} is not supported; {}", supported())),
     }
 }
 
@@ -78,9 +115,9 @@ pub fn host_name(name: &str) -> Result<(), String> {
 
 /// Why a host winfleet has not configured yet (no install record, no
 /// registry directory with winfleet's marker) is refused before anything
-/// is written to it, or `None`. A host winfleet configured already is never
-/// refused midway: these checks guard the first write only.
-pub fn refused(shell: Shell, facts: &NodeFacts) -> Option<String> {
+/// is written to it on `platform`, or `None`. A host winfleet configured
+/// already is never refused midway: these checks guard the first write only.
+pub fn refused(shell: Shell, facts: &NodeFacts, platform: Platform) -> Option<String> {
     if facts.lifecycle.record.is_some() || !facts.marked.is_empty() {
         return None;
     }
@@ -89,7 +126,7 @@ pub fn refused(shell: Shell, facts: &NodeFacts) -> Option<String> {
         reasons.push(e);
     }
     if shell == Shell::Powershell {
-        reasons.extend(windows_build(&facts.os).err());
+        reasons.extend(windows_build(&facts.os, platform).err());
         reasons.extend(windows_edition(&facts.edition).err());
     }
     (!reasons.is_empty()).then(|| format!("prerequisites not met, nothing written: {}", reasons.join("; ")))
@@ -100,28 +137,58 @@ mod tests {
     use super::*;
 
     #[test]
-    fn builds_2019_and_2022_with_its_update_are_supported() {
-        assert_eq!(windows_build("10.0.17763.1"), Ok("Windows Server 2019"));
-        assert_eq!(windows_build("10.0.20348.681"), Ok("Windows Server 2022"));
-        assert_eq!(windows_build("10.0.20348.2655"), Ok("Windows Server 2022"));
-        assert!(windows_build("10.0.20348.680").unwrap_err().contains("KB5012637"));
-        assert!(windows_build("10.0.14393.0").unwrap_err().contains("14393.0 is not supported"));
-        assert!(windows_build("Linux 6.1.0").unwrap_err().contains("not a Windows version"));
-        assert!(windows_build("10.0.17763").is_err());
-        assert!(windows_build("").is_err());
+    fn builds_2019_and_2022_with_its_update_and_2025_are_supported_on_platform_none() {
+        assert_eq!(windows_build("10.0.17763.1", Platform::None), Ok("Windows Server 2019"));
+        assert_eq!(windows_build("10.0.20348.681", Platform::None), Ok("Windows Server 2022"));
+        assert_eq!(windows_build("10.0.20348.2655", Platform::None), Ok("Windows Server 2022"));
+        assert_eq!(windows_build("10.0.26100.1742", Platform::None), Ok("Windows Server 2025"));
+        assert!(windows_build("10.0.20348.680", Platform::None).unwrap_err().contains("KB5012637"));
+        assert!(windows_build("10.0.14393.0", Platform::None).unwrap_err().contains("14393.0 is not supported"));
+        assert!(windows_build("Linux 6.1.0", Platform::None).unwrap_err().contains("not a Windows version"));
+        assert!(windows_build("10.0.17763", Platform::None).is_err());
+        assert!(windows_build("", Platform::None).is_err());
+    }
+
+    /// WMCO's "Supported Windows Server versions" table (10.22 and later),
+    /// platform by platform: 2019 only where WMCO lists it.
+    #[test]
+    fn each_platform_supports_the_releases_wmco_lists_for_it() {
+        let (ws2019, ws2022, ws2025, ws2022_unpatched) =
+            ("10.0.17763.6532", "10.0.20348.2849", "10.0.26100.2314", "10.0.20348.300");
+        let table = [
+            (Platform::Aws, [true, true, true]),
+            (Platform::Azure, [true, true, true]),
+            (Platform::Gcp, [false, true, true]),
+            (Platform::VSphere, [false, true, true]),
+            (Platform::Nutanix, [false, true, true]),
+            (Platform::None, [true, true, true]),
+        ];
+        for (platform, expected) in table {
+            for (os, accepted) in [ws2019, ws2022, ws2025].into_iter().zip(expected) {
+                let verdict = windows_build(os, platform);
+                assert_eq!(verdict.is_ok(), accepted, "{platform} {os}: {verdict:?}");
+            }
+            assert!(windows_build(ws2022_unpatched, platform).unwrap_err().contains("KB5012637"), "{platform}");
+        }
+        let refused = windows_build(ws2019, Platform::VSphere).unwrap_err();
+        assert!(refused.contains("Windows Server 2019 is not supported on platform VSphere"), "{refused}");
+        assert!(refused.contains("Windows Server 2022 (build 20348.681 or later), Windows Server 2025"), "{refused}");
     }
 
     #[test]
     fn only_a_host_winfleet_never_configured_is_refused() {
         let mut facts = NodeFacts { hostname: "bad_name".into(), os: "10.0.14393.0".into(), ..NodeFacts::default() };
-        let reason = refused(Shell::Powershell, &facts).unwrap();
+        let reason = refused(Shell::Powershell, &facts, Platform::None).unwrap();
         assert!(reason.contains("RFC 1123") && reason.contains("14393"), "{reason}");
         assert!(reason.contains("the edition \"\" is not Windows Server"), "{reason}");
         facts.edition = "ServerDatacenter".into();
-        assert!(!refused(Shell::Powershell, &facts).unwrap().contains("edition"));
-        assert!(!refused(Shell::Posix, &facts).unwrap().contains("14393"), "posix nodes report no Windows build");
+        assert!(!refused(Shell::Powershell, &facts, Platform::None).unwrap().contains("edition"));
+        assert!(
+            !refused(Shell::Posix, &facts, Platform::None).unwrap().contains("14393"),
+            "posix nodes report no Windows build"
+        );
         facts.marked.insert("quay.io".into());
-        assert_eq!(refused(Shell::Powershell, &facts), None);
+        assert_eq!(refused(Shell::Powershell, &facts, Platform::None), None);
     }
 
     #[test]

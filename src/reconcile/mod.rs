@@ -100,7 +100,10 @@ pub async fn round<H: Host>(
     };
     let mut report = ClusterReport { api: cluster.url.clone(), ..ClusterReport::default() };
     let facts = match observe::observe(&cluster.client).await {
-        Ok(facts) => Some(facts),
+        Ok(facts) => {
+            report.platform = Some(facts.platform);
+            Some(facts)
+        }
         Err(e) => {
             report.error = Some(format!(
                 "cannot read the cluster ({}); the cluster part of this round is skipped, node files still converge",

@@ -23,6 +23,7 @@ use crate::engine::report::FORMAT_VERSION;
 use crate::engine::report::{self as node_report, NodeReport};
 use crate::node::outcome::Outcome;
 use crate::plan::{MachineSetAction, MachineSetChange, SettingChange, replicas_text, show_value};
+use crate::vocab::platform::Platform;
 
 /// One round.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -42,6 +43,9 @@ pub struct RoundReport {
 pub struct ClusterReport {
     /// The API server.
     pub api: String,
+    /// The platform its Infrastructure names, once the cluster was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform: Option<Platform>,
     /// Why the cluster could not be read (the cluster part was skipped).
     pub error: Option<String>,
     /// The Node of each associated instance (address → Node name).
@@ -245,7 +249,14 @@ fn outcome_suffix(outcome: Option<&Outcome>) -> String {
 }
 
 fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
-    let _ = writeln!(out, "Cluster {}:", c.api);
+    match c.platform {
+        Some(platform) => {
+            let _ = writeln!(out, "Cluster {} (platform {platform}):", c.api);
+        }
+        None => {
+            let _ = writeln!(out, "Cluster {}:", c.api);
+        }
+    }
     if let Some(error) = &c.error {
         let _ = writeln!(out, "  FAILED: {error}");
     }

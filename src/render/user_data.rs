@@ -14,6 +14,8 @@
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 
+pub use crate::vocab::platform::Platform;
+
 /// The Secret's name (WMCO's).
 pub const SECRET_NAME: &str = "windows-user-data";
 /// The Secret's data key (WMCO's).
@@ -21,23 +23,6 @@ pub const SECRET_KEY: &str = "userData";
 /// The Secret annotation naming the fingerprint of the key it authorizes
 /// (plans and status name the key by it, never by the script).
 pub const FINGERPRINT_ANNOTATION: &str = "winfleet.io/authorized-key-fingerprint";
-
-/// How the cloud reads user data.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Platform {
-    /// GCP runs a bare PowerShell script (its `windows-startup-script-ps1`).
-    Gcp,
-    /// AWS, Azure, vSphere, Nutanix, …: `<powershell>` and `<persist>` tags.
-    Tagged,
-}
-
-impl Platform {
-    /// The platform from the Infrastructure's `status.platformStatus.type`
-    /// (`None`: unknown, tagged as on most clouds).
-    pub fn from_type(platform: Option<&str>) -> Self {
-        if platform == Some("GCP") { Platform::Gcp } else { Platform::Tagged }
-    }
-}
 
 /// Why a key cannot be put in user data.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -51,13 +36,20 @@ const KEY_TYPES: &[&str] =
     &["ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521"];
 
 /// The user data authorizing `public_key` (`<type> <base64>`, the form
-/// `Pool::public_key_line` gives).
+/// `Pool::public_key_line` gives), as `platform` reads it: GCP runs a bare
+/// PowerShell script (its `windows-startup-script-ps1`), every other cloud
+/// reads `<powershell>` and `<persist>` tags (as WMCO's `pkg/secrets`
+/// wraps it). On AWS the script also makes the instance metadata route
+/// persistent ([`AWS_ROUTES`]).
 pub fn render(public_key: &str, platform: Platform) -> Result<String, UserDataError> {
     let line = authorized_line(public_key)?;
-    let script = SCRIPT.replace("{KEY}", &STANDARD.encode(line.as_bytes()));
+    let mut script = SCRIPT.replace("{KEY}", &STANDARD.encode(line.as_bytes()));
+    if platform == Platform::Aws {
+        script.push_str(AWS_ROUTES);
+    }
     Ok(match platform {
         Platform::Gcp => script,
-        Platform::Tagged => format!("<powershell>\n{script}</powershell>\n<persist>true</persist>\n"),
+        _ => format!("<powershell>\n{script}</powershell>\n<persist>true</persist>\n"),
     })
 }
 
@@ -127,6 +119,30 @@ $acl | Set-Acl -Path $keysPath
 Restart-Service sshd
 "#;
 
+/// AWS only: the routes to the instance metadata service (169.254.169.254)
+/// made persistent by EC2Launch v2's `add-routes` task, as WMCO's user data
+/// does (its `pkg/secrets`, EC2Launch v2 2.0.2107 or later). Without them a
+/// Windows node on AWS does not return to Ready after a graceful reboot
+/// (the routes and the HNS networks disagree; OpenShift's "Windows
+/// container workloads" known issues), so a safe reboot rollout would stop
+/// with a cordoned node. An EC2Launch missing or older is installed from
+/// Amazon's published MSI first, as WMCO does.
+pub const AWS_ROUTES: &str = r#"# AWS: the instance metadata routes, persistent across reboots (EC2Launch v2).
+$ec2Launch = "$env:ProgramFiles\Amazon\EC2Launch\EC2Launch.exe"
+$ec2LaunchVersion = $null
+if (Test-Path -LiteralPath $ec2Launch -PathType Leaf) {
+    $reported = [string](& $ec2Launch version 2>$null | Select-Object -First 1)
+    $parsed = $null
+    if ([System.Version]::TryParse($reported.Trim(), [ref]$parsed)) { $ec2LaunchVersion = $parsed }
+}
+if (($null -eq $ec2LaunchVersion) -or ($ec2LaunchVersion -lt [System.Version]'2.0.2107')) {
+    $msi = Join-Path -Path $env:TEMP -ChildPath 'AmazonEC2Launch.msi'
+    Invoke-WebRequest -Uri 'https://s3.amazonaws.com/amazon-ec2launch-v2/windows/amd64/latest/AmazonEC2Launch.msi' -OutFile $msi -UseBasicParsing
+    Start-Process -FilePath 'msiexec.exe' -ArgumentList @('/i', $msi, '/qn') -Wait
+}
+& $ec2Launch run-task add-routes --persistent
+"#;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -135,7 +151,7 @@ mod tests {
 
     #[test]
     fn the_key_travels_base64_encoded_and_its_comment_is_dropped() {
-        let script = render(&format!("{KEY} someone@host"), Platform::Tagged).unwrap();
+        let script = render(&format!("{KEY} someone@host"), Platform::None).unwrap();
         assert!(!script.contains("AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0"), "the key in clear");
         assert!(script.contains(&STANDARD.encode(KEY)));
         assert!(script.starts_with("<powershell>\n") && script.ends_with("<persist>true</persist>\n"));
@@ -143,17 +159,30 @@ mod tests {
 
     #[test]
     fn gcp_gets_the_bare_script() {
-        let script = render(KEY, Platform::from_type(Some("GCP"))).unwrap();
+        let script = render(KEY, Platform::Gcp).unwrap();
         assert!(script.starts_with("# winfleet user data"));
-        assert_eq!(Platform::from_type(Some("AWS")), Platform::Tagged);
-        assert_eq!(Platform::from_type(None), Platform::Tagged);
+        assert!(!script.contains("add-routes"));
+    }
+
+    #[test]
+    fn aws_alone_makes_the_metadata_route_persistent_inside_the_tags() {
+        let aws = render(KEY, Platform::Aws).unwrap();
+        let routes = aws.find("run-task add-routes --persistent").expect("the AWS route task");
+        assert!(routes < aws.find("</powershell>").unwrap(), "the route task runs inside the script");
+        for other in [Platform::Azure, Platform::Gcp, Platform::VSphere, Platform::Nutanix, Platform::None] {
+            assert!(!render(KEY, other).unwrap().contains("add-routes"), "{other}");
+        }
+        for tagged in [Platform::Aws, Platform::Azure, Platform::VSphere, Platform::Nutanix, Platform::None] {
+            let script = render(KEY, tagged).unwrap();
+            assert!(script.starts_with("<powershell>\n") && script.ends_with("<persist>true</persist>\n"), "{tagged}");
+        }
     }
 
     #[test]
     fn what_is_not_a_public_key_is_refused() {
         for bad in ["", "ssh-ed25519", "ssh-dss AAAA", "ssh-ed25519 not*base64", "-----BEGIN OPENSSH PRIVATE KEY-----"]
         {
-            assert!(render(bad, Platform::Tagged).is_err(), "{bad:?}");
+            assert!(render(bad, Platform::None).is_err(), "{bad:?}");
         }
     }
 }

@@ -35,6 +35,10 @@ pub struct Summary {
     pub instances: InstanceCounts,
     /// MachineSets by phase (every phase, zeros included).
     pub machine_sets: MachineSetCounts,
+    /// The cluster's platform (Infrastructure `cluster`), kept from the
+    /// last round that read the cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub platform: Option<String>,
     /// The attempted revision when it failed validation.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub invalid: Option<Invalid>,

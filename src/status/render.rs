@@ -156,6 +156,10 @@ fn summary(previous: &Summary, input: &RoundInput<'_>, status: &Status) -> Summa
         last_round,
         instances: instance_counts(&status.instances),
         machine_sets: machine_set_counts(&status.machine_sets),
+        platform: match input.report.and_then(|r| r.cluster.as_ref()).and_then(|c| c.platform) {
+            Some(platform) => Some(platform.to_string()),
+            None => previous.platform.clone(),
+        },
         invalid,
         leaving: match input.report.and_then(|r| r.cluster.as_ref()) {
             Some(cluster) => cluster.deconfigures.iter().map(leaving).collect(),

@@ -171,22 +171,9 @@ pub struct LifecycleHook {
     pub owner: String,
 }
 
-/// The cloud platform a MachineSet's provider spec is for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Platform {
-    /// VMware vSphere.
-    VSphere,
-    /// Microsoft Azure.
-    Azure,
-    /// Amazon Web Services.
-    Aws,
-    /// Google Cloud.
-    Gcp,
-    /// Nutanix.
-    Nutanix,
-    /// Anything else.
-    Other,
-}
+/// The cloud platform a MachineSet's provider spec is for (the cluster's
+/// vocabulary: [`crate::vocab::platform`]).
+pub use crate::vocab::platform::Platform;
 
 impl MachineSet {
     /// The platform, from the provider spec's `kind`.
