@@ -88,6 +88,7 @@ async fn a_host_without_the_containers_feature_gets_it_reboots_and_joins_in_one_
     enabled_rebooted_then_joined(Backend::InMemory).await;
 }
 
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_without_the_containers_feature_gets_it_reboots_and_joins_in_one_round_on_the_real_control_plane() {
     enabled_rebooted_then_joined(Backend::Real).await;

@@ -307,6 +307,7 @@ fn check_credentials(variant: &str, deployment: &Value, ssh: bool) {
     assert_eq!(env(winfleet, "WINFLEET_GIT_SSH_KEY").is_some(), ssh, "{variant}");
 }
 
+#[ignore = "needs kubectl: scripts/test.sh runs it"]
 #[test]
 fn the_git_sync_layout_renders_an_approvable_deployment() {
     let Some(objects) = render("deploy") else { return };
@@ -315,6 +316,7 @@ fn the_git_sync_layout_renders_an_approvable_deployment() {
     check_credentials("deploy", &deployment, false);
 }
 
+#[ignore = "needs kubectl: scripts/test.sh runs it"]
 #[test]
 fn the_self_pull_variant_renders_without_the_sidecar() {
     let Some(objects) = render("deploy/variants/self-pull") else { return };
@@ -323,6 +325,7 @@ fn the_self_pull_variant_renders_without_the_sidecar() {
     check_credentials("self-pull", &deployment, false);
 }
 
+#[ignore = "needs kubectl: scripts/test.sh runs it"]
 #[test]
 fn the_git_ssh_component_composes_with_both_layouts() {
     let Some(objects) = render("tests/fixtures/deploy/git-sync-ssh") else { return };

@@ -65,6 +65,7 @@ fn promtool(dir: &Path, args: &[&str]) -> Option<String> {
     Some(text)
 }
 
+#[ignore = "needs promtool: scripts/test.sh runs it"]
 #[test]
 fn the_alerts_pass_promtools_check_and_their_unit_tests() {
     let dir = tempfile::tempdir().unwrap();
@@ -94,6 +95,7 @@ fn every_alert_has_unit_tests_that_see_it_fire_and_stay_quiet() {
     }
 }
 
+#[ignore = "needs promtool: scripts/test.sh runs it"]
 #[test]
 fn every_dashboard_query_parses_as_promql() {
     let queries = dashboard_queries();

@@ -128,6 +128,7 @@ async fn the_windows_exporter_endpoints_follow_windows_nodes_joining_and_leaving
     the_endpoints_follow_windows_nodes(bench).await;
 }
 
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_windows_exporter_endpoints_follow_windows_nodes_joining_and_leaving_on_the_real_control_plane() {
     let Some(bench) = bench(Backend::Real, &NAMES).await else { return };

@@ -55,6 +55,7 @@ fn name(obj: &Value) -> String {
 
 /// Every object of each layout, dry-run applied server-side; the failures
 /// are collected and reported at once.
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_deploy_manifest_is_accepted_by_a_server_side_dry_run() {
     let layouts = ["deploy", "deploy/variants/self-pull"];

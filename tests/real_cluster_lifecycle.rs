@@ -133,6 +133,7 @@ async fn a_new_payload_is_upgraded_one_slot_at_a_time(mut bench: Bench) {
     assert!(nothing_to_do(&next), "{}", next.render_text());
 }
 
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_payload_is_upgraded_one_slot_at_a_time_on_the_real_control_plane() {
     let Some(bench) = joined(Backend::Real, &NAMES).await else { return };
@@ -260,6 +261,7 @@ async fn a_new_fleet_key_reaches_every_node_and_the_old_one_stops_working(mut be
     assert!(nothing_to_do(&next), "{}", next.render_text());
 }
 
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_fleet_key_reaches_every_node_on_the_real_control_plane() {
     let Some(bench) = joined(Backend::Real, &NAMES).await else { return };

@@ -163,6 +163,7 @@ fn assert_untouched(who: &str, requests: &[Request]) {
     );
 }
 
+#[ignore = "needs containerd, a registry and root: scripts/test.sh runs it"]
 #[test]
 fn an_idms_digest_pull_is_served_by_a_path_changing_mirror_while_the_source_is_down() {
     let Some(lab) = lab("an_idms_digest_pull_is_served_by_a_path_changing_mirror_while_the_source_is_down") else {
@@ -188,6 +189,7 @@ fn an_idms_digest_pull_is_served_by_a_path_changing_mirror_while_the_source_is_d
     assert_eq!(source.connections(), 0, "the source (down) must not be contacted");
 }
 
+#[ignore = "needs containerd, a registry and root: scripts/test.sh runs it"]
 #[test]
 fn mirrors_are_tried_in_declared_order_and_a_down_first_mirror_is_passed_over() {
     let Some(lab) = lab("mirrors_are_tried_in_declared_order_and_a_down_first_mirror_is_passed_over") else {
@@ -219,6 +221,7 @@ fn mirrors_are_tried_in_declared_order_and_a_down_first_mirror_is_passed_over() 
     assert_eq!(source.connections(), 0, "the source must not be contacted");
 }
 
+#[ignore = "needs containerd, a registry and root: scripts/test.sh runs it"]
 #[test]
 fn never_contact_source_never_touches_the_source_even_when_the_mirror_lacks_the_image() {
     let Some(lab) = lab("never_contact_source_never_touches_the_source_even_when_the_mirror_lacks_the_image") else {
@@ -263,6 +266,7 @@ fn never_contact_source_never_touches_the_source_even_when_the_mirror_lacks_the_
     assert_untouched("the source (NeverContactSource)", &source.requests());
 }
 
+#[ignore = "needs containerd, a registry and root: scripts/test.sh runs it"]
 #[test]
 fn an_idms_mirror_resolves_no_tag_so_the_source_resolves_it_and_the_mirror_serves_the_content() {
     let Some(lab) = lab("an_idms_mirror_resolves_no_tag_so_the_source_resolves_it_and_the_mirror_serves_the_content")
@@ -293,6 +297,7 @@ fn an_idms_mirror_resolves_no_tag_so_the_source_resolves_it_and_the_mirror_serve
     assert_served("the mirror", &mirror.requests(), "mirror/team/app", &image.digest(), &image);
 }
 
+#[ignore = "needs containerd, a registry and root: scripts/test.sh runs it"]
 #[test]
 fn an_itms_tag_pull_is_resolved_by_the_mirror() {
     let Some(lab) = lab("an_itms_tag_pull_is_resolved_by_the_mirror") else {
@@ -321,6 +326,7 @@ fn an_itms_tag_pull_is_resolved_by_the_mirror() {
     assert_eq!(source.connections(), 0, "the source must not be contacted");
 }
 
+#[ignore = "needs containerd, a registry and root: scripts/test.sh runs it"]
 #[test]
 fn the_documentations_itms_example_asks_the_mirror_for_the_sources_whole_repository_path() {
     let Some(lab) = lab("the_documentations_itms_example_asks_the_mirror_for_the_sources_whole_repository_path") else {
@@ -354,6 +360,7 @@ fn the_documentations_itms_example_asks_the_mirror_for_the_sources_whole_reposit
     assert_eq!(source.connections(), 0, "the source must not be contacted");
 }
 
+#[ignore = "needs containerd, a registry and root: scripts/test.sh runs it"]
 #[test]
 fn two_repositories_of_one_source_registry_pull_through_its_one_file() {
     let Some(lab) = lab("two_repositories_of_one_source_registry_pull_through_its_one_file") else {
@@ -399,6 +406,7 @@ fn two_repositories_of_one_source_registry_pull_through_its_one_file() {
     assert_eq!(source.connections(), 0, "the source must not be contacted");
 }
 
+#[ignore = "needs containerd, a registry and root: scripts/test.sh runs it"]
 #[test]
 fn a_mirror_requiring_a_login_is_pulled_from_with_the_pull_secrets_credentials() {
     let Some(lab) = lab("a_mirror_requiring_a_login_is_pulled_from_with_the_pull_secrets_credentials") else {
@@ -440,6 +448,7 @@ fn a_mirror_requiring_a_login_is_pulled_from_with_the_pull_secrets_credentials()
     );
 }
 
+#[ignore = "needs containerd, a registry and root: scripts/test.sh runs it"]
 #[test]
 fn a_host_port_source_is_read_from_its_host_port_directory() {
     let Some(lab) = lab("a_host_port_source_is_read_from_its_host_port_directory") else {

@@ -205,6 +205,7 @@ fn systemd_analyze_or_say_why(test: &str) -> bool {
     found
 }
 
+#[ignore = "needs systemd-analyze: scripts/test.sh runs it"]
 #[test]
 fn systemd_reads_every_unit_and_drop_in_of_the_golden_posix_scripts() {
     if !systemd_analyze_or_say_why("systemd_reads_every_unit_and_drop_in_of_the_golden_posix_scripts") {
@@ -235,6 +236,7 @@ fn systemd_reads_every_unit_and_drop_in_of_the_golden_posix_scripts() {
     support::report(problems);
 }
 
+#[ignore = "needs systemd-analyze: scripts/test.sh runs it"]
 #[test]
 fn systemd_reads_the_drop_in_of_every_render_fixtures_environment_and_of_awkward_values() {
     if !systemd_analyze_or_say_why(
@@ -274,6 +276,7 @@ fn systemd_reads_the_drop_in_of_every_render_fixtures_environment_and_of_awkward
     support::report(problems);
 }
 
+#[ignore = "needs systemd-analyze: scripts/test.sh runs it"]
 #[test]
 fn the_check_reports_what_systemd_would_ignore() {
     if !systemd_analyze_or_say_why("the_check_reports_what_systemd_would_ignore") {

@@ -201,6 +201,7 @@ async fn a_trusted_ca_is_added_changed_and_removed_on_the_in_memory_server() {
     a_trusted_ca_is_added_changed_and_removed(bench(Backend::InMemory, &NAMES).await.unwrap()).await;
 }
 
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trusted_ca_is_added_changed_and_removed_on_the_real_control_plane() {
     let Some(bench) = bench(Backend::Real, &NAMES).await else { return };
@@ -269,6 +270,7 @@ fn shell_name(shell: Shell) -> &'static str {
 /// of deploy/base/rbac.yaml applied as they are, reads the bundle the
 /// Proxy names (Role winfleet-trusted-ca in openshift-config), on a real
 /// kube-apiserver.
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deploy_service_account_reads_the_trusted_ca_on_the_real_control_plane() {
     let Some(plane) = ControlPlane::start().await else { return };
