@@ -50,6 +50,8 @@ fn facts(spec: &NodeSpec) -> NodeFacts {
             ("r.local_5000_".to_owned(), Some(spec.registries["r.local_5000_"].sha256().to_owned())),
         ]),
         marked: ["quay.io", "old.io", "r.local_5000_"].map(str::to_owned).into(),
+        links: Default::default(),
+        unmanaged: BTreeMap::from([("old.io".to_owned(), ["ca.crt".to_owned()].into())]),
         environment: BTreeMap::from([("NO_PROXY".to_owned(), ".svc".to_owned())]),
         reboot_pending: false,
         services: BTreeMap::new(),

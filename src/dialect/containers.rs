@@ -51,7 +51,9 @@ pub fn helpers(changes: &[(usize, &LifecycleChange<'_>)], text: &'static str) ->
 /// written whole through a temporary file; the reboot loads the modules.
 pub const POSIX_HELPERS: &str = r#"containers() {
   idx=$1; f=/etc/modules-load.d/90-winfleet-containers.conf
-  if err=$( { printf '%s\n' overlay br_netfilter >"$f.winfleet-tmp" && mv -f -- "$f.winfleet-tmp" "$f"; } 2>&1 ); then o applied
+  if [ -L "$f.winfleet-tmp" ]; then o failed "not written: $f.winfleet-tmp is a symbolic link, not winfleet's"; return; fi
+  rm -f -- "$f.winfleet-tmp" 2>/dev/null
+  if err=$( { set -C; printf '%s\n' overlay br_netfilter >"$f.winfleet-tmp" && mv -f -T -- "$f.winfleet-tmp" "$f"; } 2>&1 ); then o applied
   else rm -f -- "$f.winfleet-tmp" 2>/dev/null; o failed "cannot write $f: $err"; fi
 }
 "#;

@@ -93,7 +93,15 @@ for p in "$reg"/*/; do
   [ -d "$p" ] || continue
   n=${p%/}; n=${n##*/}
   t dir "$n"
-  if [ -f "${p}.winfleet-managed" ]; then t mark "$n"; fi
+  if [ -L "${p%/}" ]; then t link "$n"; continue; fi
+  if [ -f "${p}.winfleet-managed" ] && [ ! -L "${p}.winfleet-managed" ]; then
+    t mark "$n"
+    for e in "$p"* "$p".[!.]* "$p"..?*; do
+      [ -e "$e" ] || [ -L "$e" ] || continue
+      case ${e##*/} in hosts.toml | .winfleet-managed | .hosts.toml.winfleet-tmp) [ -f "$e" ] && [ ! -L "$e" ] && continue ;; esac
+      t unmanaged "$n" "${e##*/}"
+    done
+  fi
   if [ -f "${p}hosts.toml" ]; then set -- "$@" "${p}hosts.toml"; fi
 done
 if [ "$#" -gt 0 ]; then t sums; sha256sum -z -- "$@" 2>/dev/null; t end-sums; fi
@@ -145,26 +153,37 @@ pub fn apply(
 f() {
   dir=${target%/*}; tmp="$dir/.${target##*/}.winfleet-tmp"
   if [ ! -d "$dir" ] && ! err=$(mkdir -p -- "$dir" 2>&1); then o failed "$err"; return; fi
-  if ! "$1" 2>/dev/null; then err=$( { : >>"$tmp"; } 2>&1 ); o failed "${err:-cannot write $tmp}"; return; fi
-  if err=$(mv -f -- "$tmp" "$target" 2>&1); then o applied; else o failed "$err"; fi
+  if [ -L "$tmp" ]; then o failed "not written: $tmp is a symbolic link, not winfleet's"; return; fi
+  if [ -f "$tmp" ] && ! err=$(rm -f -- "$tmp" 2>&1); then o failed "$err"; return; fi
+  set -C; "$1" 2>/dev/null; rc=$?; set +C
+  if [ "$rc" -ne 0 ]; then err=$( { : >>"$tmp"; } 2>&1 ); o failed "${err:-cannot write $tmp}"; return; fi
+  if err=$(mv -f -T -- "$tmp" "$target" 2>&1); then o applied; else o failed "$err"; fi
 }
 pv() { printf '%s' "$val" >"$tmp"; }
 pb() { d "$b" >"$tmp"; }
 w() { idx=$1; n; target=$val; n; f pv; }
 mk() {
-  dir=${target%/*}; [ -f "$dir/.winfleet-managed" ] && return 0
+  dir=${target%/*}; m="$dir/.winfleet-managed"
+  if [ -L "$dir" ]; then o failed "not written: $dir is a symbolic link, not winfleet's"; return 1; fi
+  if [ -L "$m" ]; then o failed "not written: $m is a symbolic link, not winfleet's marker"; return 1; fi
+  [ -f "$m" ] && return 0
   if [ ! -d "$dir" ] && ! err=$(mkdir -p -- "$dir" 2>&1); then o failed "$err"; return 1; fi
-  if err=$( { printf '%s\n' "$mtext" >"$dir/.winfleet-managed"; } 2>&1 ); then return 0; fi
-  o failed "${err:-cannot write $dir/.winfleet-managed}"; return 1
+  if err=$( { set -C; printf '%s\n' "$mtext" >"$m"; } 2>&1 ); then return 0; fi
+  o failed "${err:-cannot write $m}"; return 1
 }
 wr() { idx=$1; n; target=$val; n; mk && f pv; }
 wrb() { idx=$1; target=$(v "$2"); target=${target%x}; b=$3; mk && f pb; }
 r() {
   idx=$1; n; p=$val
-  if [ ! -e "$p" ] && [ ! -L "$p" ]; then o unchanged
-  elif [ -L "$p" ] || [ ! -f "$p/.winfleet-managed" ]; then o failed "not removed: $p holds no winfleet marker"
-  elif err=$(rm -rf -- "$p" 2>&1); then o applied
-  else o failed "$err"; fi
+  if [ ! -e "$p" ] && [ ! -L "$p" ]; then o unchanged; return; fi
+  if [ -L "$p" ]; then o failed "not removed: $p is a symbolic link, not winfleet's"; return; fi
+  if [ ! -f "$p/.winfleet-managed" ] || [ -L "$p/.winfleet-managed" ]; then o failed "not removed: $p holds no winfleet marker"; return; fi
+  set --
+  for e in "$p/.hosts.toml.winfleet-tmp" "$p/hosts.toml" "$p/.winfleet-managed"; do
+    if [ -f "$e" ] && [ ! -L "$e" ]; then set -- "$@" "$e"; fi
+  done
+  if ! err=$(rm -f -- "$@" 2>&1); then o failed "$err"; return; fi
+  rmdir -- "$p" 2>/dev/null; o applied
 }
 "#,
     );
@@ -190,8 +209,12 @@ r() {
             Change::RemoveRegistry { refused: Some(reason), .. } => {
                 let _ = writeln!(s, "idx={i}; o failed \"$(d '{}')\"", b64(reason));
             }
-            Change::RemoveRegistry { registry, refused: None } if is_entry_name(registry) => {
+            Change::RemoveRegistry { registry, refused: None, .. } if is_entry_name(registry) => {
                 let _ = writeln!(s, "r {i}");
+            }
+            Change::LinkedRegistry { .. } => {
+                let reason = crate::node::plan::linked_reason(spec.shell);
+                let _ = writeln!(s, "idx={i}; o failed 'not written: {reason}'");
             }
             Change::WriteFile { .. } | Change::RemoveRegistry { .. } => {
                 let _ = writeln!(s, "idx={i}; o failed 'not a plain directory name'");
@@ -243,7 +266,7 @@ impl Values {
                     values.push(format!("{}/{registry}/{HOSTS_TOML}", spec.registries_dir));
                     values.push(file.content().to_owned());
                 }
-                Change::RemoveRegistry { registry, refused: None } if is_entry_name(registry) => {
+                Change::RemoveRegistry { registry, refused: None, .. } if is_entry_name(registry) => {
                     values.push(format!("{}/{registry}", spec.registries_dir));
                 }
                 _ => {}

@@ -200,7 +200,7 @@ rmsvc() {
 }
 rmf() {
   idx=$1; p=$(v "$2"); p=${p%x}
-  if [ ! -e "$p" ]; then o unchanged; elif err=$(rm -f -- "$p" 2>&1); then o applied; else o failed "$err"; fi
+  if [ ! -e "$p" ] || [ -L "$p" ]; then o unchanged; elif err=$(rm -f -- "$p" 2>&1); then o applied; else o failed "$err"; fi
 }
 rmcerts() {
   idx=$1; p=$(v "$2"); p=${p%x}; set --
@@ -209,7 +209,7 @@ rmcerts() {
 }
 rmd() {
   idx=$1; p=$(v "$2"); p=${p%x}
-  if [ ! -d "$p" ]; then o unchanged; elif [ -n "$(ls -A -- "$p" 2>/dev/null)" ]; then o unchanged
+  if [ ! -d "$p" ] || [ -L "$p" ]; then o unchanged; elif [ -n "$(ls -A -- "$p" 2>/dev/null)" ]; then o unchanged
   elif err=$(rmdir -- "$p" 2>&1); then o applied; else o failed "$err"; fi
 }
 rmleft() {
@@ -233,9 +233,11 @@ forget() {
 put() {
   target=$(v "$1"); target=${target%x}
   dir=${target%/*}; [ "$dir" = "$target" ] && dir=.; tmp="$dir/.${target##*/}.winfleet-tmp"
+  if [ -L "$tmp" ]; then err="not written: $tmp is a symbolic link, not winfleet's"; return 1; fi
   rec "file $3 $target" || { err="cannot write the install record $recf"; return 1; }
-  err=$( { d "$2" >"$tmp"; } 2>&1 ) || return 1
-  err=$(mv -f -- "$tmp" "$target" 2>&1)
+  if [ -f "$tmp" ]; then err=$(rm -f -- "$tmp" 2>&1) || return 1; fi
+  err=$( { set -C; d "$2" >"$tmp"; } 2>&1 ) || return 1
+  err=$(mv -f -T -- "$tmp" "$target" 2>&1)
 }
 wr() { idx=$1; if put "$2" "$3" "$4"; then o applied; else o failed "$err"; fi; }
 un() {

@@ -54,6 +54,22 @@ function Write-WfToken { foreach ($s in $args) { $b = $enc.GetBytes([string]$s);
 function ConvertFrom-WfBase64([string]$b) { $enc.GetString([Convert]::FromBase64String($b)) }
 $envKeyPath = 'SYSTEM\CurrentControlSet\Control\Session Manager\Environment'
 $raw = [Microsoft.Win32.RegistryValueOptions]::DoNotExpandEnvironmentNames
+# A reparse point (symbolic link, junction) is never winfleet's. File.GetAttributes
+# reports the link's own attributes, not its target's (GetFileAttributes: "If the path
+# points to a symbolic link, the function returns attributes for the symbolic link",
+# https://learn.microsoft.com/windows/win32/fileio/symbolic-link-effects-on-file-systems-functions);
+# FileAttributes.ReparsePoint: https://learn.microsoft.com/dotnet/api/system.io.fileattributes
+# File.Exists and Directory.Exists read the same attributes, so a dangling link exists.
+function Test-WfLink([string]$p) {
+  if (-not [System.IO.File]::Exists($p) -and -not [System.IO.Directory]::Exists($p)) { return $false }
+  (([System.IO.File]::GetAttributes($p)) -band [System.IO.FileAttributes]::ReparsePoint) -ne 0
+}
+# A file winfleet creates (a marker, a temporary file) is created new or not at all
+# (FileMode.CreateNew: https://learn.microsoft.com/dotnet/api/system.io.filemode).
+function New-WfFile([string]$p, [byte[]]$bytes) {
+  $s = [System.IO.File]::Open($p, [System.IO.FileMode]::CreateNew, [System.IO.FileAccess]::Write)
+  try { $s.Write($bytes, 0, $bytes.Length) } finally { $s.Dispose() }
+}
 "#;
 
 /// The observation script (readable form; see [`wrap`]); with a lifecycle
@@ -76,12 +92,22 @@ pub fn observe_script(spec: &NodeSpec, lifecycle: Option<&ObserveList>) -> Strin
   # The boot counter the kubelet reports as its Node's bootID.
   $pf = Get-ItemProperty -LiteralPath 'HKLM:\SYSTEM\CurrentControlSet\Control\Session Manager\Memory Management\PrefetchParameters' -ErrorAction SilentlyContinue
   if ($null -ne $pf -and $null -ne $pf.BootId) { Write-WfToken 'boot' ([string]$pf.BootId) }
+  $wfOwn = @('hosts.toml', '.winfleet-managed', '.hosts.toml.winfleet-tmp', 'hosts.toml.winfleet-old')
   if ([System.IO.Directory]::Exists($reg)) {
     foreach ($p in [System.IO.Directory]::GetDirectories($reg)) {
       $n = [System.IO.Path]::GetFileName($p)
       if ($n.StartsWith('.')) { continue }
       Write-WfToken 'dir' $n
-      if ([System.IO.File]::Exists([System.IO.Path]::Combine($p, '.winfleet-managed'))) { Write-WfToken 'mark' $n }
+      if (Test-WfLink $p) { Write-WfToken 'link' $n; continue }
+      $m = [System.IO.Path]::Combine($p, '.winfleet-managed')
+      if ([System.IO.File]::Exists($m) -and -not (Test-WfLink $m)) {
+        Write-WfToken 'mark' $n
+        foreach ($e in [System.IO.Directory]::GetFileSystemEntries($p)) {
+          $en = [System.IO.Path]::GetFileName($e)
+          if (($wfOwn -contains $en) -and [System.IO.File]::Exists($e) -and -not (Test-WfLink $e)) { continue }
+          Write-WfToken 'unmanaged' $n $en
+        }
+      }
       $f = [System.IO.Path]::Combine($p, 'hosts.toml')
       if ([System.IO.File]::Exists($f)) { Write-WfToken 'file' $n (Get-FileHash -Algorithm SHA256 -LiteralPath $f).Hash }
     }
@@ -128,7 +154,9 @@ pub fn apply_script(spec: &NodeSpec, changes: &[Change<'_>], lifecycle: &[(usize
     if ([System.IO.File]::Exists($target) -and [Convert]::ToBase64String([System.IO.File]::ReadAllBytes($target)) -ceq $content) {
       Write-WfToken 'op' $i 'unchanged'; return
     }
-    [System.IO.File]::WriteAllBytes($tmp, [Convert]::FromBase64String($content))
+    if (Test-WfLink $tmp) { Write-WfToken 'op' $i 'failed' ('not written: ' + $tmp + ' is a reparse point (a link), not winfleet''s'); return }
+    if ([System.IO.File]::Exists($tmp)) { [System.IO.File]::Delete($tmp) }
+    New-WfFile $tmp ([Convert]::FromBase64String($content))
     if ([System.IO.File]::Exists($target)) {
       $old = $target + '.winfleet-old'
       [System.IO.File]::Replace($tmp, $target, $old)
@@ -139,19 +167,29 @@ pub fn apply_script(spec: &NodeSpec, changes: &[Change<'_>], lifecycle: &[(usize
 }
 function Set-WfRegistry($i, [string]$dir, [string]$content) {
   try {
+    if (Test-WfLink $dir) { Write-WfToken 'op' $i 'failed' ('not written: ' + $dir + ' is a reparse point (a link), not winfleet''s'); return }
     [void][System.IO.Directory]::CreateDirectory($dir)
     $mark = [System.IO.Path]::Combine($dir, '.winfleet-managed')
-    if (-not [System.IO.File]::Exists($mark)) { [System.IO.File]::WriteAllText($mark, $markText) }
+    if (Test-WfLink $mark) { Write-WfToken 'op' $i 'failed' ('not written: ' + $mark + ' is a reparse point (a link), not winfleet''s marker'); return }
+    if (-not [System.IO.File]::Exists($mark)) { New-WfFile $mark ($enc.GetBytes($markText)) }
   } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message; return }
   Set-WfFile $i $dir 'hosts.toml' $content
 }
-function Remove-WfDirectory($i, [string]$path) {
+function Remove-WfRegistry($i, [string]$path) {
   try {
     if (-not [System.IO.Directory]::Exists($path)) { Write-WfToken 'op' $i 'unchanged'; return }
-    if (-not [System.IO.File]::Exists([System.IO.Path]::Combine($path, '.winfleet-managed'))) {
+    if (Test-WfLink $path) { Write-WfToken 'op' $i 'failed' ('not removed: ' + $path + ' is a reparse point (a link), not winfleet''s'); return }
+    $mark = [System.IO.Path]::Combine($path, '.winfleet-managed')
+    if (-not [System.IO.File]::Exists($mark) -or (Test-WfLink $mark)) {
       Write-WfToken 'op' $i 'failed' ('not removed: ' + $path + ' holds no winfleet marker'); return
     }
-    [System.IO.Directory]::Delete($path, $true); Write-WfToken 'op' $i 'applied'
+    # Only what winfleet wrote, the marker last; the directory when nothing else is left.
+    foreach ($n in @('.hosts.toml.winfleet-tmp', 'hosts.toml.winfleet-old', 'hosts.toml', '.winfleet-managed')) {
+      $f = [System.IO.Path]::Combine($path, $n)
+      if ([System.IO.File]::Exists($f) -and -not (Test-WfLink $f)) { [System.IO.File]::Delete($f) }
+    }
+    if (@([System.IO.Directory]::EnumerateFileSystemEntries($path)).Count -eq 0) { [System.IO.Directory]::Delete($path) }
+    Write-WfToken 'op' $i 'applied'
   } catch { Write-WfToken 'op' $i 'failed' $_.Exception.Message }
 }
 function Set-WfEnvironment($i, [string]$name, $value) {
@@ -180,9 +218,13 @@ function Set-WfEnvironment($i, [string]$name, $value) {
             Change::RemoveRegistry { refused: Some(reason), .. } => {
                 writeln!(s, "Write-WfToken 'op' {i} 'failed' (ConvertFrom-WfBase64 '{}')", b64(reason))
             }
-            Change::RemoveRegistry { registry, refused: None } if is_entry_name(registry) => {
+            Change::RemoveRegistry { registry, refused: None, .. } if is_entry_name(registry) => {
                 let path = format!("{}\\{registry}", spec.registries_dir.trim_end_matches('\\'));
-                writeln!(s, "Remove-WfDirectory {i} (ConvertFrom-WfBase64 '{}')", b64(&path))
+                writeln!(s, "Remove-WfRegistry {i} (ConvertFrom-WfBase64 '{}')", b64(&path))
+            }
+            Change::LinkedRegistry { .. } => {
+                let reason = crate::node::plan::linked_reason(spec.shell);
+                writeln!(s, "Write-WfToken 'op' {i} 'failed' 'not written: {reason}'")
             }
             Change::WriteFile { .. } | Change::RemoveRegistry { .. } => {
                 writeln!(s, "Write-WfToken 'op' {i} 'failed' 'not a plain directory name'")

@@ -206,7 +206,7 @@ function Remove-WfService($i, [string]$name) {
 }
 function Remove-WfFile($i, [string]$path) {
   try {
-    if ([System.IO.File]::Exists($path)) { [System.IO.File]::Delete($path); Write-WfToken 'op' $i 'applied' } else { Write-WfToken 'op' $i 'unchanged' }
+    if ([System.IO.File]::Exists($path) -and -not (Test-WfLink $path)) { [System.IO.File]::Delete($path); Write-WfToken 'op' $i 'applied' } else { Write-WfToken 'op' $i 'unchanged' }
   } catch { Write-WfFailure $i $_.Exception.Message }
 }
 function Remove-WfCerts($i, [string]$dir) {
@@ -220,7 +220,7 @@ function Remove-WfCerts($i, [string]$dir) {
 }
 function Remove-WfEmptyDirectory($i, [string]$path) {
   try {
-    if (-not [System.IO.Directory]::Exists($path)) { Write-WfToken 'op' $i 'unchanged'; return }
+    if (-not [System.IO.Directory]::Exists($path) -or (Test-WfLink $path)) { Write-WfToken 'op' $i 'unchanged'; return }
     if (@([System.IO.Directory]::EnumerateFileSystemEntries($path)).Count -gt 0) { Write-WfToken 'op' $i 'unchanged'; return }
     [System.IO.Directory]::Delete($path)
     Write-WfToken 'op' $i 'applied'

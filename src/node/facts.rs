@@ -11,6 +11,10 @@
 //! boot <id>                   changes at every boot
 //! dir <name>                  a subdirectory of the registries directory
 //! mark <name>                 it holds winfleet's marker (winfleet created it)
+//! link <name>                 it is a symbolic link (a reparse point on
+//!                             Windows): never winfleet's, never written into
+//! unmanaged <name> <entry>    an entry of a marked directory that winfleet
+//!                             did not write (kept when the registry goes)
 //! file <name> <sha256>        its hosts.toml (PowerShell dialect)
 //! sums <hex  path>… end-sums  the same, as `sha256sum -z` prints it (posix)
 //! env <NAME> <value>          a managed variable at Machine scope (PowerShell)
@@ -52,6 +56,13 @@ pub struct NodeFacts {
     /// The registry directories holding winfleet's marker
     /// ([`crate::node::REGISTRY_MARKER`]): the only ones it may remove.
     pub marked: BTreeSet<String>,
+    /// The registry directories that are symbolic links (reparse points on
+    /// Windows): winfleet neither writes into nor removes them.
+    pub links: BTreeSet<String>,
+    /// For each marked registry directory, its entries that winfleet did
+    /// not write (anything but a regular hosts.toml, the marker and
+    /// winfleet's temporary files): they stay when the registry goes.
+    pub unmanaged: BTreeMap<String, BTreeSet<String>>,
     /// Managed environment variables that are set, with their values.
     pub environment: BTreeMap<String, String>,
     /// Whether an environment change is waiting for a reboot.
@@ -81,6 +92,14 @@ pub fn parse_facts(output: &[u8]) -> Result<NodeFacts, ReportError> {
             }
             "mark" => {
                 facts.marked.insert(tokens.next()?.to_owned());
+            }
+            "link" => {
+                facts.links.insert(tokens.next()?.to_owned());
+            }
+            "unmanaged" => {
+                let name = tokens.next()?;
+                let entry = tokens.next()?;
+                facts.unmanaged.entry(name.to_owned()).or_default().insert(entry.to_owned());
             }
             "file" => {
                 let name = tokens.next()?;
@@ -212,6 +231,33 @@ mod tests {
         assert_eq!(facts.registries.get("back\\slash"), Some(&Some("0a0a".to_owned())));
         assert_eq!(facts.environment.get("NO_PROXY").map(String::as_str), Some("a,b"));
         assert!(facts.reboot_pending, "owed since this boot");
+    }
+
+    #[test]
+    fn links_and_the_entries_winfleet_did_not_write_become_facts() {
+        let facts = parse_facts(&report(&[
+            "winfleet-facts",
+            "1",
+            "dir",
+            "linked.io",
+            "link",
+            "linked.io",
+            "dir",
+            "quay.io",
+            "mark",
+            "quay.io",
+            "unmanaged",
+            "quay.io",
+            "client.key",
+            "unmanaged",
+            "quay.io",
+            "ca.crt",
+            "end",
+        ]))
+        .unwrap();
+        assert!(facts.links.contains("linked.io") && !facts.marked.contains("linked.io"));
+        let kept: Vec<&str> = facts.unmanaged["quay.io"].iter().map(String::as_str).collect();
+        assert_eq!(kept, ["ca.crt", "client.key"]);
     }
 
     #[test]

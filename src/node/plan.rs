@@ -24,14 +24,25 @@ pub enum Change<'a> {
         /// directory winfleet did not create is adopted: marked first).
         marked: bool,
     },
-    /// Remove a registry directory that winfleet created and that is no
-    /// longer desired.
+    /// Remove what winfleet wrote in a registry directory it marked and
+    /// that is no longer desired (its hosts.toml, its marker), then the
+    /// directory if nothing else is in it.
     RemoveRegistry {
         /// Registry directory name, as the node listed it.
         registry: &'a str,
         /// Why the removal is held back (the mass-removal guard): the
         /// apply reports it failed with this reason and removes nothing.
         refused: Option<String>,
+        /// The directory's entries winfleet did not write: they stay, and
+        /// so does the directory.
+        kept: Vec<&'a str>,
+    },
+    /// A desired registry whose directory on the node is a symbolic link
+    /// (a reparse point on Windows): winfleet writes nothing into it (the
+    /// link's target is someone else's) and the apply reports it failed.
+    LinkedRegistry {
+        /// Registry directory name, as the node listed it.
+        registry: &'a str,
     },
     /// Set a managed environment variable.
     SetEnv {
@@ -78,9 +89,14 @@ impl Change<'_> {
                 };
                 Operation::WriteFile { path, created: observed.is_none(), diff }
             }
-            Change::RemoveRegistry { registry, refused } => Operation::RemoveRegistry {
+            Change::RemoveRegistry { registry, refused, kept } => Operation::RemoveRegistry {
                 path: node_path(spec.shell, &spec.registries_dir, &[registry]),
                 refused: refused.clone(),
+                kept: kept.iter().map(|k| (*k).to_owned()).collect(),
+            },
+            Change::LinkedRegistry { registry } => Operation::KeepRegistry {
+                path: node_path(spec.shell, &spec.registries_dir, &[registry]),
+                reason: linked_reason(spec.shell).to_owned(),
             },
             Change::SetEnv { name, value, from } => Operation::SetEnv {
                 name: (*name).to_owned(),
@@ -90,6 +106,16 @@ impl Change<'_> {
             Change::UnsetEnv { name, from } => {
                 Operation::UnsetEnv { name: (*name).to_owned(), from: display_env_value(from) }
             }
+        }
+    }
+}
+
+/// Why a registry directory that is a link is not written into.
+pub fn linked_reason(shell: Shell) -> &'static str {
+    match shell {
+        Shell::Posix => "it is a symbolic link; winfleet writes only into a directory of its own",
+        Shell::Powershell => {
+            "it is a reparse point (a symbolic link or junction); winfleet writes only into a directory of its own"
         }
     }
 }
@@ -137,8 +163,9 @@ pub fn registry_guard(removing: usize, keeping: usize, max_percent: u32) -> Opti
 }
 
 /// What must change on a node: files whose SHA-256 differs (or whose
-/// directory lacks winfleet's marker), registry directories winfleet
-/// created that are not desired (never a directory it merely finds), and
+/// directory lacks winfleet's marker; never in a directory that is a
+/// link), registry directories winfleet marked that are not desired (its
+/// own files in them; never a directory it merely finds), and
 /// environment variables whose value differs. Files first (by registry),
 /// then removals, then variables.
 pub fn plan_node<'a>(spec: &'a NodeSpec, facts: &'a NodeFacts) -> Vec<Change<'a>> {
@@ -151,9 +178,16 @@ pub fn plan_node<'a>(spec: &'a NodeSpec, facts: &'a NodeFacts) -> Vec<Change<'a>
     let observed: BTreeMap<String, Option<&str>> =
         facts.registries.iter().map(|(name, sum)| (fold(name), sum.as_deref())).collect();
     let desired: BTreeSet<String> = spec.registries.keys().map(|name| fold(name)).collect();
-    let marked: BTreeSet<String> = facts.marked.iter().map(|name| fold(name)).collect();
+    // A link is never winfleet's, whatever its target holds.
+    let links: BTreeSet<String> = facts.links.iter().map(|name| fold(name)).collect();
+    let marked: BTreeSet<String> =
+        facts.marked.iter().map(|name| fold(name)).filter(|name| !links.contains(name)).collect();
     let mut changes = Vec::new();
     for (registry, file) in &spec.registries {
+        if links.contains(&fold(registry)) {
+            changes.push(Change::LinkedRegistry { registry });
+            continue;
+        }
         let observed = observed.get(&fold(registry)).copied().flatten();
         let marked = marked.contains(&fold(registry));
         if observed != Some(file.sha256()) || !marked {
@@ -172,7 +206,11 @@ pub fn plan_node<'a>(spec: &'a NodeSpec, facts: &'a NodeFacts) -> Vec<Change<'a>
         true => None,
         false => registry_guard(removals.len(), spec.registries.len(), spec.max_removal_percent),
     };
-    changes.extend(removals.into_iter().map(|registry| Change::RemoveRegistry { registry, refused: refused.clone() }));
+    changes.extend(removals.into_iter().map(|registry| Change::RemoveRegistry {
+        registry,
+        refused: refused.clone(),
+        kept: facts.unmanaged.get(registry).map(|k| k.iter().map(String::as_str).collect()).unwrap_or_default(),
+    }));
     for name in MANAGED_ENVIRONMENT {
         let desired = spec.environment.get(name).map(String::as_str);
         let observed = facts.environment.get(name).map(String::as_str);
@@ -250,7 +288,7 @@ mod tests {
                     observed: Some("0000"),
                     marked: true
                 },
-                Change::RemoveRegistry { registry: "old.io", refused: None },
+                Change::RemoveRegistry { registry: "old.io", refused: None, kept: vec![] },
                 Change::SetEnv { name: "HTTP_PROXY", value: "http://p:3128", from: Some("http://old:3128") },
                 Change::UnsetEnv { name: "NO_PROXY", from: ".svc" },
             ]
@@ -283,6 +321,45 @@ mod tests {
         assert!(changes.contains(&adopt), "{changes:?}");
         let Operation::WriteFile { diff, .. } = adopt.operation(&spec) else { unreachable!() };
         assert!(diff.contains("adopts it"), "{diff}");
+    }
+
+    #[test]
+    fn a_leaving_registry_keeps_what_winfleet_did_not_write_and_a_linked_directory_is_not_written() {
+        let mut spec = spec();
+        spec.environment.clear();
+        let b = spec.registries["b.io"].sha256().to_owned();
+        let facts = NodeFacts {
+            registries: BTreeMap::from([
+                ("a.io".to_owned(), None),
+                ("b.io".to_owned(), Some(b)),
+                ("gone.io".to_owned(), Some("00".to_owned())),
+                ("elsewhere.io".to_owned(), None),
+            ]),
+            // a.io and elsewhere.io are links: a marker seen through one is
+            // someone else's.
+            marked: marked(&["a.io", "b.io", "gone.io", "elsewhere.io"]),
+            links: marked(&["a.io", "elsewhere.io"]),
+            unmanaged: BTreeMap::from([("gone.io".to_owned(), marked(&["client.key", "ca.crt"]))]),
+            ..NodeFacts::default()
+        };
+        let changes = plan_node(&spec, &facts);
+        assert_eq!(
+            changes,
+            vec![
+                Change::LinkedRegistry { registry: "a.io" },
+                Change::RemoveRegistry { registry: "gone.io", refused: None, kept: vec!["ca.crt", "client.key"] },
+            ]
+        );
+        assert_eq!(
+            changes[0].operation(&spec).headline(),
+            "! /etc/containerd/certs.d/a.io (registry directory not written: it is a symbolic link; winfleet writes \
+             only into a directory of its own)"
+        );
+        assert_eq!(
+            changes[1].operation(&spec).headline(),
+            "- /etc/containerd/certs.d/gone.io (winfleet's hosts.toml and marker removed; registry directory kept: \
+             ca.crt, client.key are not winfleet's)"
+        );
     }
 
     #[test]

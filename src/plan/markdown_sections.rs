@@ -351,8 +351,10 @@ fn full_form(op: &Operation) -> String {
 fn brief_form(op: &Operation) -> String {
     match op {
         Operation::WriteFile { path, created, .. } => format!("{} `{path}`\n", if *created { "➕" } else { "✏️" }),
-        Operation::RemoveRegistry { path, refused: None } => format!("➖ `{path}` (registry directory removed)\n"),
-        Operation::RemoveRegistry { path, refused: Some(reason) } => {
+        Operation::RemoveRegistry { path, refused: None, kept } if kept.is_empty() => {
+            format!("➖ `{path}` (registry directory removed)\n")
+        }
+        Operation::RemoveRegistry { path, refused: Some(reason), .. } => {
             format!("⚠️ `{path}` (registry directory kept: {})\n", escape(reason))
         }
         Operation::SetEnv { name, from, to } => {

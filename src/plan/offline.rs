@@ -158,7 +158,11 @@ pub fn operations(base: Option<&NodeSpec>, head: Option<&NodeSpec>) -> Vec<Opera
             })
         };
         for dir in b.registries.keys().filter(|d| !stays(d)) {
-            ops.push(Operation::RemoveRegistry { path: node_path(b.shell, &b.registries_dir, &[dir]), refused: None });
+            ops.push(Operation::RemoveRegistry {
+                path: node_path(b.shell, &b.registries_dir, &[dir]),
+                refused: None,
+                kept: Vec::new(),
+            });
         }
     }
     ops.extend(lifecycle_operations(

@@ -17,13 +17,26 @@ pub enum Operation {
         /// Unified diff of the displayed (redacted) content.
         diff: String,
     },
-    /// Remove a registry directory that is no longer desired.
+    /// Remove a registry directory that is no longer desired: winfleet's
+    /// own files in it, then the directory when nothing else is there.
     RemoveRegistry {
         /// Full path of the directory on the node.
         path: String,
         /// Why the removal is held back (the mass-removal guard).
         #[serde(skip_serializing_if = "Option::is_none")]
         refused: Option<String>,
+        /// The entries winfleet did not write: they stay, and so does the
+        /// directory (empty when none, or unknown in an offline plan).
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        kept: Vec<String>,
+    },
+    /// A desired registry directory winfleet does not write into (it is
+    /// a symbolic link): the apply reports it failed.
+    KeepRegistry {
+        /// Full path of the directory on the node.
+        path: String,
+        /// Why.
+        reason: String,
     },
     /// Set a machine-scope environment variable (needs a safe reboot).
     SetEnv {
@@ -144,10 +157,17 @@ impl Operation {
     pub fn headline(&self) -> String {
         match self {
             Operation::WriteFile { path, created, .. } => format!("{} {path}", if *created { "+" } else { "~" }),
-            Operation::RemoveRegistry { path, refused: None } => format!("- {path} (registry directory removed)"),
-            Operation::RemoveRegistry { path, refused: Some(reason) } => {
+            Operation::RemoveRegistry { path, refused: None, kept } if kept.is_empty() => {
+                format!("- {path} (registry directory removed)")
+            }
+            Operation::RemoveRegistry { path, refused: None, kept } => format!(
+                "- {path} (winfleet's hosts.toml and marker removed; registry directory kept: {})",
+                not_winfleets(kept)
+            ),
+            Operation::RemoveRegistry { path, refused: Some(reason), .. } => {
                 format!("! {path} (registry directory kept: {reason})")
             }
+            Operation::KeepRegistry { path, reason } => format!("! {path} (registry directory not written: {reason})"),
             Operation::SetEnv { name, from, to } => {
                 let from = from.as_ref().map_or_else(|| "(unset)".to_owned(), |f| format!("{f:?}"));
                 format!("~ environment {name}: {from} -> {to:?}")
@@ -181,6 +201,22 @@ impl Operation {
             Operation::StartService { name, why } => format!("▶ start service {name} ({why})"),
         }
     }
+}
+
+/// `ca.crt, client.key are not winfleet's`: the first few names (control
+/// characters escaped), and how many more.
+fn not_winfleets(kept: &[String]) -> String {
+    const SHOWN: usize = 5;
+    let mut names: Vec<String> = kept
+        .iter()
+        .take(SHOWN)
+        .map(|k| k.chars().flat_map(|c| if c.is_control() { c.escape_default().collect() } else { vec![c] }).collect())
+        .collect();
+    if kept.len() > SHOWN {
+        names.push(format!("{} more", kept.len() - SHOWN));
+    }
+    let verb = if kept.len() == 1 { "is" } else { "are" };
+    format!("{} {verb} not winfleet's", names.join(", "))
 }
 
 /// A size for people: `812 B`, `3.4 KiB`, `50.0 MiB`.
