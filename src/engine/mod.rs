@@ -20,6 +20,7 @@ use crate::dialect;
 use crate::dialect::ObserveList;
 use crate::lifecycle::Mode;
 use crate::lifecycle::facts::resolve_cached;
+use crate::lifecycle::node_name;
 use crate::lifecycle::plan::{self as lifecycle_plan, plan_lifecycle};
 use crate::node::NodeSpec;
 use crate::node::facts::{NodeFacts, parse_facts};
@@ -167,6 +168,14 @@ async fn observe_and_apply(
         pool.remember_hashes(target, cache);
     }
     report.hostname = Some(facts.hostname.clone());
+    // The name the kubelet registers under (its --hostname-override), so
+    // that its CSRs are approved by exactly that name.
+    report.node_name = spec
+        .lifecycle
+        .as_deref()
+        .and_then(|l| node_name::kubelet_override(l, &facts.lifecycle))
+        .and_then(Result::ok)
+        .filter(|name| !name.eq_ignore_ascii_case(&facts.hostname));
     report.os = Some(facts.os.clone());
     report.services = facts.services.iter().map(|(name, state)| (name.clone(), state.to_string())).collect();
     // Before the first write, in configure modes only; the Windows builds

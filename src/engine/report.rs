@@ -82,6 +82,10 @@ pub struct NodeReport {
     pub address: String,
     /// Host name, once observed.
     pub hostname: Option<String>,
+    /// The name the kubelet registers under when its `--hostname-override`
+    /// gives another than the host name (AWS, GCP, vSphere), once known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
     /// OS and build, once observed.
     pub os: Option<String>,
     /// State of each observed service (`running`, `stopped`, `absent`, …).
@@ -137,6 +141,7 @@ impl NodeReport {
         Self {
             address: address.to_owned(),
             hostname: None,
+            node_name: None,
             os: None,
             services: BTreeMap::new(),
             lifecycle: None,
@@ -187,8 +192,9 @@ pub fn node_line(report: &NodeReport) -> String {
 
 /// The node: its address, with its hostname and OS once observed.
 pub fn node_who(report: &NodeReport) -> String {
-    match (&report.hostname, &report.os) {
-        (Some(h), Some(os)) => format!("{} ({h}, {os})", report.address),
+    match (&report.hostname, &report.os, &report.node_name) {
+        (Some(h), Some(os), Some(name)) => format!("{} ({h}, {os}; node name {name})", report.address),
+        (Some(h), Some(os), None) => format!("{} ({h}, {os})", report.address),
         _ => report.address.clone(),
     }
 }

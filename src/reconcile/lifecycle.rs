@@ -109,19 +109,29 @@ pub fn host_names(instances: &[&Instance], reports: &[NodeReport]) -> BTreeMap<S
     instances
         .iter()
         .filter_map(|i| {
-            let host = reports.iter().find(|r| r.address == i.address)?.hostname.clone()?;
+            let report = reports.iter().find(|r| r.address == i.address)?;
+            // The kubelet's --hostname-override, when it gives another name
+            // (AWS, GCP, vSphere), is the name its CSRs carry.
+            let host = report.node_name.clone().or_else(|| report.hostname.clone())?;
             Some((i.address.clone(), host))
         })
         .collect()
 }
 
 /// What a dry run says a join still needs.
-pub fn preview(candidate: &Candidate<'_>, contexts: &BTreeMap<String, NodeContext>) -> JoinReport {
+pub fn preview(
+    candidate: &Candidate<'_>,
+    contexts: &BTreeMap<String, NodeContext>,
+    hosts: &BTreeMap<String, String>,
+) -> JoinReport {
     let node = contexts.get(&candidate.instance.address).and_then(|c| c.node.as_ref());
     let mut steps = Vec::new();
     let name = node.and_then(|n| n.pointer("/metadata/name")).and_then(serde_json::Value::as_str).map(str::to_owned);
     if node.is_none() {
-        steps.push("approve the kubelet's client CSR; wait for its Node".to_owned());
+        steps.push(match hosts.get(&candidate.instance.address) {
+            Some(name) => format!("approve the kubelet's client CSR for node {name}; wait for its Node"),
+            None => "approve the kubelet's client CSR; wait for its Node".to_owned(),
+        });
     }
     let unschedulable = node.and_then(|n| n.pointer("/spec/unschedulable")).and_then(serde_json::Value::as_bool);
     if unschedulable != Some(true) {
@@ -223,6 +233,7 @@ mod tests {
             .map(|i| NodeReport {
                 address: i.address.clone(),
                 hostname: None,
+                node_name: None,
                 os: None,
                 services: BTreeMap::new(),
                 lifecycle: None,

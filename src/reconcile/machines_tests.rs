@@ -49,6 +49,7 @@ fn failed(address: &str, reason: &str) -> NodeReport {
     NodeReport {
         address: address.into(),
         hostname: None,
+        node_name: None,
         os: None,
         services: BTreeMap::new(),
         lifecycle: None,

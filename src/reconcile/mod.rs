@@ -208,8 +208,12 @@ pub async fn round<H: Host>(
         let (candidates, held) = lifecycle::candidates(&all, &contexts, &nodes, &resolved, byoh.len());
         let held_joins = std::mem::take(&mut held_by_prerequisites.joins);
         if options.dry_run {
-            report.joins =
-                candidates.iter().map(|c| lifecycle::preview(c, &contexts)).chain(held).chain(held_joins).collect();
+            report.joins = candidates
+                .iter()
+                .map(|c| lifecycle::preview(c, &contexts, &hosts))
+                .chain(held)
+                .chain(held_joins)
+                .collect();
         } else {
             let shared = join::Shared {
                 client: &cluster.client,

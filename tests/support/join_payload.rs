@@ -13,12 +13,33 @@ pub const TOKEN: &str = "abcdef.0123456789abcdef";
 /// The posix services manifest: containerd and the (fake) kubelet start
 /// before the Node exists; hybrid-overlay-node needs the Node's name.
 pub fn services_manifest() -> String {
+    manifest("", Vec::new())
+}
+
+/// The same manifest with the kubelet's host name overridden as WMCO's
+/// AWS, GCP and vSphere manifests do: `--hostname-override=HOSTNAME_OVERRIDE`,
+/// the variable given by `script` (a posix stand-in for the platform's
+/// pre-script, run on the node).
+pub fn services_manifest_overriding_the_host_name(script: &str) -> String {
+    manifest(
+        " --hostname-override=HOSTNAME_OVERRIDE",
+        vec![serde_json::json!({ "variableName": "HOSTNAME_OVERRIDE", "path": script, "NodeArgs": null })],
+    )
+}
+
+fn manifest(kubelet_args: &str, mut pre_scripts: Vec<serde_json::Value>) -> String {
+    pre_scripts.push(
+        serde_json::json!({ "variableName": "NODE_IP", "path": "set -- $SSH_CONNECTION; echo $3", "NodeArgs": null }),
+    );
+    let kubelet = format!(
+        "payload/kube-node/kubelet --config=payload/kubelet.conf --bootstrap-kubeconfig=payload/bootstrap-kubeconfig --kubeconfig=payload/kubeconfig --node-labels=node.openshift.io/os_id=Windows{kubelet_args} --node-ip=NODE_IP"
+    );
     let services = serde_json::json!([
         { "name": "containerd", "path": "payload/containerd/containerd --config payload/containerd/containerd.toml",
           "bootstrap": true, "priority": 0 },
         { "name": "kubelet",
-          "path": "payload/kube-node/kubelet --config=payload/kubelet.conf --bootstrap-kubeconfig=payload/bootstrap-kubeconfig --kubeconfig=payload/kubeconfig --node-labels=node.openshift.io/os_id=Windows --node-ip=NODE_IP",
-          "powershellPreScripts": [{ "variableName": "NODE_IP", "path": "set -- $SSH_CONNECTION; echo $3", "NodeArgs": null }],
+          "path": kubelet,
+          "powershellPreScripts": pre_scripts,
           "dependencies": ["containerd"], "bootstrap": true, "priority": 1 },
         { "name": "hybrid-overlay-node", "path": "payload/hybrid-overlay-node --node NODE_NAME",
           "nodeVariablesInCommand": [{ "name": "NODE_NAME", "nodeObjectJsonPath": "{.metadata.name}" }],
