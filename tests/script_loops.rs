@@ -104,10 +104,8 @@ fn posix_unbounded_loops(script: &str) -> Vec<String> {
                 continue;
             }
             let body = loop_body(&lines[n..]);
-            if let Some(list) = shortened_list(condition) {
-                if body.contains(&format!("{list}=${{{list}#")) {
-                    continue;
-                }
+            if shortened_list(condition).is_some_and(|list| body.contains(&format!("{list}=${{{list}#"))) {
+                continue;
             }
             let counter = ["-lt", "-le", "-gt", "-ge"].iter().filter(|op| condition.contains(*op)).find_map(|op| {
                 condition.split(op).next().and_then(|l| l.rsplit("\"$").next()).map(|v| v.trim_end_matches(['"', ' ']))

@@ -178,12 +178,12 @@ pub fn unbounded_loops(script: &str) -> Vec<String> {
 }
 
 fn loops(node: Node<'_>, text: &str, found: &mut Vec<String>) {
-    if matches!(node.kind(), "while_statement" | "do_statement" | "for_statement") {
-        if let Some(problem) = loop_problem(node, text) {
-            let line = node.start_position().row + 1;
-            let head: String = text[node.byte_range()].lines().next().unwrap_or_default().chars().take(120).collect();
-            found.push(format!("line {line}: {problem}: {head}"));
-        }
+    if matches!(node.kind(), "while_statement" | "do_statement" | "for_statement")
+        && let Some(problem) = loop_problem(node, text)
+    {
+        let line = node.start_position().row + 1;
+        let head: String = text[node.byte_range()].lines().next().unwrap_or_default().chars().take(120).collect();
+        found.push(format!("line {line}: {problem}: {head}"));
     }
     let mut cursor = node.walk();
     for child in node.children(&mut cursor) {
