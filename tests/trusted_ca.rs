@@ -7,11 +7,17 @@
 //! round (a dry run) shows the change by subject and SHA-256 fingerprint
 //! and writes nothing; the next round leaves every node's `ca-bundle.crt`
 //! holding the bundle and its trust store (the posix stand-in: one
-//! `winfleet-<sha256>.crt` per certificate beside the import record)
+//! `<sha256>.crt` per certificate beside the import record)
 //! holding exactly the bundle's certificates, a removed one deleted; the
 //! round after writes nothing. The bundle's PEM text is never shown. Last,
 //! with the bundle named again, one node leaves the repository: its
 //! deconfigure removes the bundle, the record and what it imported.
+//!
+//! Issue 35, item 5: a node prepared as a host WMCO configured (a root in
+//! the store before anyone, WICD's record listing CNO's merged bundle and
+//! the store holding all of it) keeps every certificate winfleet did not
+//! add, through bundle changes and its deconfigure; what winfleet added is
+//! removed.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -23,6 +29,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::json;
 use support::bench_checks::{assert_all_joined, assert_quiet, on_node};
 use support::controlplane::{Backend, ControlPlane, resource};
+use support::fleet::TestNode;
 use support::identity::{install_identity, service_account_token};
 use support::join::{Bench, bench, logs};
 use winfleet::cluster::deconfigure::DeconfigureResult;
@@ -62,17 +69,23 @@ fn on_nodes(bench: &Bench) -> Vec<(String, BTreeSet<String>)> {
         .iter()
         .map(|n| {
             let bundle = std::fs::read_to_string(on_node(n, &spec.kube_path(BUNDLE))).unwrap();
-            let mut imported = BTreeSet::new();
-            for entry in std::fs::read_dir(on_node(n, &store)).unwrap() {
-                let name = entry.unwrap().file_name().into_string().unwrap();
-                let Some(fp) = name.strip_prefix("winfleet-").and_then(|f| f.strip_suffix(".crt")) else { continue };
-                let pem = std::fs::read_to_string(on_node(n, &format!("{store}/{name}"))).unwrap();
-                assert_eq!(certificates(&pem).unwrap()[0].sha256, fp, "{name} holds the certificate it names");
-                imported.insert(fp.to_owned());
-            }
-            (bundle, imported)
+            (bundle, in_store(n, &store))
         })
         .collect()
+}
+
+/// The fingerprints of the certificates in a node's store (the posix
+/// stand-in: one `<sha256>.crt` per certificate).
+fn in_store(node: &TestNode, store: &str) -> BTreeSet<String> {
+    let mut held = BTreeSet::new();
+    for entry in std::fs::read_dir(on_node(node, store)).unwrap() {
+        let name = entry.unwrap().file_name().into_string().unwrap();
+        let Some(fp) = name.strip_suffix(".crt").filter(|f| !f.starts_with('.')) else { continue };
+        let pem = std::fs::read_to_string(on_node(node, &format!("{store}/{name}"))).unwrap();
+        assert_eq!(certificates(&pem).unwrap()[0].sha256, fp, "{name} holds the certificate it names");
+        held.insert(fp.to_owned());
+    }
+    held
 }
 
 fn expect(bench: &Bench, bundle: &str, report: &RoundReport) {
@@ -168,6 +181,22 @@ async fn a_trusted_ca_is_added_changed_and_removed(bench: Bench) {
 /// import record and imported certificates are gone (and the store's
 /// directory with them); the other node keeps its own.
 async fn deconfigure_first(mut bench: Bench) {
+    remove_first(&mut bench).await;
+    let spec = bench.desired.specs[&Shell::Posix].lifecycle.clone().unwrap();
+    let record = trusted_ca::record_path(&spec);
+    let store = record.rsplit_once('/').unwrap().0.to_owned();
+    let (gone, kept) = (&bench.fleet.nodes[0], &bench.fleet.nodes[1]);
+    assert!(!on_node(gone, &spec.kube_path(BUNDLE)).exists(), "ca-bundle.crt removed");
+    assert!(!on_node(gone, &store).exists(), "the imported certificates, the record and their directory removed");
+    assert_eq!(
+        std::fs::read_dir(on_node(kept, &store)).unwrap().count(),
+        4,
+        "the other node keeps its two, the record and the list of what was added"
+    );
+}
+
+/// The first node leaves the repository; the round deconfigures it.
+async fn remove_first(bench: &mut Bench) {
     let path = bench.repo.path().join("instances.yaml");
     let text = std::fs::read_to_string(&path).unwrap();
     let first = format!("  - address: {}\n", bench.fleet.nodes[0].address);
@@ -183,17 +212,6 @@ async fn deconfigure_first(mut bench: Bench) {
         report.render_text(),
         logs(&bench.fleet)
     );
-    let spec = bench.desired.specs[&Shell::Posix].lifecycle.clone().unwrap();
-    let record = trusted_ca::record_path(&spec);
-    let store = record.rsplit_once('/').unwrap().0.to_owned();
-    let (gone, kept) = (&bench.fleet.nodes[0], &bench.fleet.nodes[1]);
-    assert!(!on_node(gone, &spec.kube_path(BUNDLE)).exists(), "ca-bundle.crt removed");
-    assert!(!on_node(gone, &store).exists(), "the imported certificates, the record and their directory removed");
-    assert_eq!(
-        std::fs::read_dir(on_node(kept, &store)).unwrap().count(),
-        3,
-        "the other node keeps its two and the record"
-    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -206,6 +224,121 @@ async fn a_trusted_ca_is_added_changed_and_removed_on_the_in_memory_server() {
 async fn a_trusted_ca_is_added_changed_and_removed_on_the_real_control_plane() {
     let Some(bench) = bench(Backend::Real, &NAMES).await else { return };
     a_trusted_ca_is_added_changed_and_removed(bench).await;
+}
+
+const ADOPTED: [&str; 2] = ["win-tcw1", "win-tcw2"];
+
+/// The certificates of a node prepared as a host WMCO configured.
+struct Wmco {
+    /// A root the store held before anyone (one Windows ships).
+    os_root: String,
+    /// A public root of RHCOS's list that CNO merged into WMCO's bundle.
+    public_root: String,
+    /// The Proxy's own CA, in WMCO's bundle too.
+    proxy: String,
+}
+
+/// Prepares each node as WMCO leaves it: the store holds the three
+/// certificates (`os_root` was there before WMCO, WICD imported the rest
+/// with `CERT_STORE_ADD_REPLACE_EXISTING`), and WICD's record is CNO's
+/// merged bundle, copied byte for byte from `ca-bundle.crt`, as
+/// `certs.Reconcile` leaves it.
+fn prepare_as_wmco(bench: &Bench, wmco: &Wmco) -> String {
+    let spec = bench.desired.specs[&Shell::Posix].lifecycle.clone().unwrap();
+    let record = trusted_ca::record_path(&spec);
+    let store = record.rsplit_once('/').unwrap().0.to_owned();
+    let merged = format!("# system trust bundle, merged by CNO\n{}{}{}", wmco.os_root, wmco.public_root, wmco.proxy);
+    for node in &bench.fleet.nodes {
+        std::fs::create_dir_all(on_node(node, &store)).unwrap();
+        for pem in [&wmco.os_root, &wmco.public_root, &wmco.proxy] {
+            let fp = &certificates(pem).unwrap()[0].sha256;
+            std::fs::write(on_node(node, &format!("{store}/{fp}.crt")), pem).unwrap();
+        }
+        std::fs::write(on_node(node, &record), &merged).unwrap();
+        std::fs::write(on_node(node, &spec.kube_path(BUNDLE)), &merged).unwrap();
+        owned_by_node(node, &on_node(node, &spec.kube_dir));
+    }
+    store
+}
+
+/// Gives what the test wrote under `path` to the node's user (the owner of
+/// the node's directory), as the node's own files are.
+fn owned_by_node(node: &TestNode, path: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt;
+    let owner = std::fs::metadata(node.path("")).unwrap();
+    std::os::unix::fs::chown(path, Some(owner.uid()), Some(owner.gid())).unwrap();
+    if path.is_dir() {
+        for entry in std::fs::read_dir(path).unwrap() {
+            owned_by_node(node, &entry.unwrap().path());
+        }
+    }
+}
+
+fn fingerprints(pems: &[&String]) -> BTreeSet<String> {
+    pems.iter().map(|p| certificates(p).unwrap()[0].sha256.clone()).collect()
+}
+
+/// A round with the Proxy's bundle set to `bundle`; every node's store
+/// then holds exactly `held`.
+async fn round_with(bench: &Bench, store: &str, bundle: &str, held: &BTreeSet<String>) {
+    set_bundle(bench, bundle).await;
+    let report = bench.round().await;
+    assert!(!report.failed(), "{}\n{}", report.render_text(), logs(&bench.fleet));
+    for node in &bench.fleet.nodes {
+        assert_eq!(&in_store(node, store), held, "{}\n{}", report.render_text(), logs(&bench.fleet));
+    }
+}
+
+async fn certificates_winfleet_did_not_add_are_never_removed(mut bench: Bench) {
+    let wmco = Wmco { os_root: ca("os-root"), public_root: ca("rhcos-public-root"), proxy: ca("proxy-ca") };
+    let fresh = ca("fresh-ca");
+    let store = prepare_as_wmco(&bench, &wmco);
+    let wmco_held = fingerprints(&[&wmco.os_root, &wmco.public_root, &wmco.proxy]);
+    name_in_proxy(&bench, CONFIG_MAP).await;
+
+    // Adoption: the Proxy's bundle is the proxy's CA alone; WICD's record
+    // listed two more, which stay (it proves no addition).
+    set_bundle(&bench, &wmco.proxy).await;
+    let report = bench.round().await;
+    assert_all_joined(&bench.fleet, &report);
+    for node in &bench.fleet.nodes {
+        assert_eq!(in_store(node, &store), wmco_held, "{}\n{}", report.render_text(), logs(&bench.fleet));
+    }
+    // The bundle names the root that was there before and a new CA: only
+    // the new one is added; the proxy's CA, no longer named, stays (not
+    // winfleet's to remove).
+    let mut with_fresh = wmco_held.clone();
+    with_fresh.extend(fingerprints(&[&fresh]));
+    round_with(&bench, &store, &format!("{}{fresh}", wmco.os_root), &with_fresh).await;
+    // The new CA dropped: removed, as winfleet added it; the old root kept.
+    round_with(&bench, &store, &wmco.os_root, &wmco_held).await;
+    // Named again, then the first node is deconfigured: what winfleet
+    // added goes, the rest stays, the record and its list with it.
+    round_with(&bench, &store, &format!("{}{fresh}", wmco.os_root), &with_fresh).await;
+    remove_first(&mut bench).await;
+    let spec = bench.desired.specs[&Shell::Posix].lifecycle.clone().unwrap();
+    let record = trusted_ca::record_path(&spec);
+    let gone = &bench.fleet.nodes[0];
+    assert_eq!(
+        in_store(gone, &store),
+        wmco_held,
+        "deconfigure removes only what winfleet added\n{}",
+        logs(&bench.fleet)
+    );
+    assert!(!on_node(gone, &record).exists(), "the record removed");
+    assert!(!on_node(gone, &trusted_ca::added_path(&record)).exists(), "the list of what was added removed");
+    assert_eq!(in_store(&bench.fleet.nodes[1], &store), with_fresh, "the other node keeps its own");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_winfleet_did_not_add_are_never_removed_on_the_in_memory_server() {
+    certificates_winfleet_did_not_add_are_never_removed(bench(Backend::InMemory, &ADOPTED).await.unwrap()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn certificates_winfleet_did_not_add_are_never_removed_on_the_real_control_plane() {
+    let Some(bench) = bench(Backend::Real, &ADOPTED).await else { return };
+    certificates_winfleet_did_not_add_are_never_removed(bench).await;
 }
 
 /// The import's scripts in both dialects, for a bundle of two fixed CAs

@@ -1,17 +1,22 @@
 //! The trusted CA bundle's import in both dialects
-//! ([`crate::lifecycle::trusted_ca`]): writing the import record imports
-//! the bundle's certificates into the node's trust store and removes the
-//! ones winfleet imported before that the bundle no longer holds; removing
-//! the record (deconfigure) removes everything it imported.
+//! ([`crate::lifecycle::trusted_ca`]): writing the import record adds the
+//! bundle's certificates the node's trust store lacks, lists them as added
+//! (beside the record, [`added_path`]), and removes the ones listed as
+//! added before that the bundle no longer holds; removing the record
+//! (deconfigure) removes the ones listed as added. A certificate the store
+//! held before the import (a root Windows ships, one the administrator or
+//! WMCO put there) is never listed, so never removed; the record being
+//! replaced is not read for removals (an adopted WICD record lists WMCO's
+//! whole merged bundle, which proves no addition).
 //!
 //! - Windows: `Cert:\LocalMachine\Root` through .NET's `X509Store`
-//!   (`Root`, `LocalMachine`), as WICD's `certs.Reconcile` does through
-//!   `CertAddCertificateContextToStore`; what was imported before is read
-//!   from the record being replaced (WICD's `C:\k\imported-certs.pem`).
-//! - posix: the directory holding the record stands for the store: one
-//!   `winfleet-<sha256>.crt` per certificate (what `update-ca-certificates`
-//!   reads from its local directory); the ones winfleet imported before are
-//!   the files of that name there.
+//!   (`Root`, `LocalMachine`), looked up by thumbprint, as WICD's
+//!   `certs.Reconcile` does through `CertAddCertificateContextToStore`;
+//!   the list holds thumbprints.
+//! - posix: the directory holding the record stands for the store, one
+//!   `<sha256>.crt` per certificate (what `update-ca-certificates` reads
+//!   from its local directory; the name is the store's key, as the
+//!   thumbprint is Windows'); the list holds SHA-256 fingerprints.
 //!
 //! The certificates travel as base64 DER (posix: base64 of one PEM block),
 //! never as text in the script.
@@ -20,7 +25,7 @@ use super::b64;
 use super::posix_lifecycle::split;
 use crate::lifecycle::GeneratedFile;
 use crate::lifecycle::change::LifecycleChange;
-use crate::lifecycle::trusted_ca::{certificates, is_record};
+use crate::lifecycle::trusted_ca::{added_path, certificates, is_record};
 use crate::vocab::Shell;
 
 /// Whether a lifecycle change is the import's (a write or removal of the
@@ -43,14 +48,17 @@ pub fn posix_line(i: usize, change: &LifecycleChange<'_>) -> Option<String> {
                 .map(|c| format!("{}\t{}\n", c.sha256, b64(&c.pem())))
                 .collect();
             Some(format!(
-                "trust {i} '{}' '{}' {} '{}'\n",
+                "trust {i} '{}' '{}' {} '{}' '{}'\n",
                 b64(&file.path),
                 b64(file.file.content()),
                 file.file.sha256(),
-                b64(&list)
+                b64(&list),
+                b64(&added_path(&file.path))
             ))
         }
-        LifecycleChange::RemoveFile { path } if is_record(path) => Some(format!("untrust {i} '{}'\n", b64(path))),
+        LifecycleChange::RemoveFile { path } if is_record(path) => {
+            Some(format!("untrust {i} '{}' '{}'\n", b64(path), b64(&added_path(path))))
+        }
         _ => None,
     }
 }
@@ -59,9 +67,11 @@ pub fn posix_line(i: usize, change: &LifecycleChange<'_>) -> Option<String> {
 pub fn powershell_line(i: usize, change: &LifecycleChange<'_>) -> Option<String> {
     match change {
         LifecycleChange::WriteGenerated { file, .. } if is_record(&file.path) => Some(powershell_write(i, file)),
-        LifecycleChange::RemoveFile { path } if is_record(path) => {
-            Some(format!("Remove-WfTrust {i} (ConvertFrom-WfBase64 '{}')\n", b64(path)))
-        }
+        LifecycleChange::RemoveFile { path } if is_record(path) => Some(format!(
+            "Remove-WfTrust {i} (ConvertFrom-WfBase64 '{}') (ConvertFrom-WfBase64 '{}')\n",
+            b64(path),
+            b64(&added_path(path))
+        )),
         _ => None,
     }
 }
@@ -74,12 +84,13 @@ fn powershell_write(i: usize, file: &GeneratedFile) -> String {
         .map(|c| base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &c.der))
         .collect();
     format!(
-        "Set-WfTrust {i} (ConvertFrom-WfBase64 '{}') (ConvertFrom-WfBase64 '{}') '{}' '{}' '{}'\n",
+        "Set-WfTrust {i} (ConvertFrom-WfBase64 '{}') (ConvertFrom-WfBase64 '{}') '{}' '{}' '{}' (ConvertFrom-WfBase64 '{}')\n",
         b64(dir),
         b64(name),
         b64(file.file.content()),
         file.file.sha256(),
-        ders.join(",")
+        ders.join(","),
+        b64(&added_path(&file.path))
     )
 }
 
@@ -88,47 +99,59 @@ pub fn helpers(changes: &[(usize, &LifecycleChange<'_>)], text: &'static str) ->
     if changes.iter().any(|(_, c)| is_trust(c)) { text } else { "" }
 }
 
-/// posix helpers (after the lifecycle's: `o`, `v`, `d`, `put`).
-pub const POSIX_HELPERS: &str = r#"trust() {
-  idx=$1; p=$(v "$2"); p=${p%x}; sd=${p%/*}; [ "$sd" = "$p" ] && sd=.; lst=$(v "$5"); lst=${lst%x}; keep=
+/// posix helpers (after the lifecycle's: `o`, `v`, `d`, `put`). `added`
+/// reads the list of what winfleet added (fingerprints only: any other
+/// line is ignored) into `$was`.
+pub const POSIX_HELPERS: &str = r#"added() {
+  was=; [ -f "$1" ] || return 0
+  while IFS= read -r f; do case $f in ''|*[!0-9a-f]*) ;; *) was="$was $f" ;; esac; done <"$1"
+}
+trust() {
+  idx=$1; p=$(v "$2"); p=${p%x}; sd=${p%/*}; [ "$sd" = "$p" ] && sd=.; lst=$(v "$5"); lst=${lst%x}; ad=$(v "$6"); ad=${ad%x}
+  added "$ad"; keep= now=
   while IFS='	' read -r f c; do
-    [ -n "$f" ] || continue; keep="$keep winfleet-$f.crt"
-    [ -f "$sd/winfleet-$f.crt" ] && continue
-    if ! err=$( { d "$c" >"$sd/winfleet-$f.crt"; } 2>&1 ); then o failed "cannot import $f: $err"; return; fi
+    [ -n "$f" ] || continue; keep="$keep $f"
+    if [ -f "$sd/$f.crt" ]; then case "$was " in *" $f "*) now="$now $f" ;; esac; continue; fi
+    if ! err=$( { d "$c" >"$sd/.$f.winfleet-tmp" && mv -f -- "$sd/.$f.winfleet-tmp" "$sd/$f.crt"; } 2>&1 ); then o failed "cannot import $f: $err"; return; fi
+    now="$now $f"
   done <<WINFLEET_TR
 $lst
 WINFLEET_TR
-  for x in "$sd"/winfleet-*.crt; do
-    [ -f "$x" ] || continue
-    case "$keep " in *" ${x##*/} "*) ;; *) if ! err=$(rm -f -- "$x" 2>&1); then o failed "$err"; return; fi ;; esac
+  if ! err=$( { printf '%s\n' $was $now >"$ad"; } 2>&1 ); then o failed "cannot write $ad: $err"; return; fi
+  for f in $was; do
+    case "$keep " in *" $f "*) ;; *) if ! err=$(rm -f -- "$sd/$f.crt" 2>&1); then o failed "$err"; return; fi ;; esac
   done
+  if ! err=$( { printf '%s\n' $now >"$ad"; } 2>&1 ); then o failed "cannot write $ad: $err"; return; fi
   if put "$2" "$3" "$4"; then o applied; else o failed "$err"; fi
 }
 untrust() {
-  idx=$1; p=$(v "$2"); p=${p%x}; sd=${p%/*}; [ "$sd" = "$p" ] && sd=.; set --
-  for x in "$sd"/winfleet-*.crt; do [ -f "$x" ] && set -- "$@" "$x"; done
-  if [ "$#" -eq 0 ] && [ ! -e "$p" ]; then o unchanged; elif err=$(rm -f -- "$@" "$p" 2>&1); then o applied; else o failed "$err"; fi
+  idx=$1; p=$(v "$2"); p=${p%x}; sd=${p%/*}; [ "$sd" = "$p" ] && sd=.; ad=$(v "$3"); ad=${ad%x}; added "$ad"; set --
+  for f in $was; do [ -f "$sd/$f.crt" ] && set -- "$@" "$sd/$f.crt"; done
+  if [ "$#" -eq 0 ] && [ ! -e "$p" ] && [ ! -e "$ad" ]; then o unchanged; elif err=$(rm -f -- "$@" "$ad" "$p" 2>&1); then o applied; else o failed "$err"; fi
 }
 "#;
 
 /// PowerShell helpers (after the lifecycle's: `Add-WfRecord`, `Set-WfFile`,
-/// `Write-WfFailure`).
-pub const POWERSHELL_HELPERS: &str = r#"function Get-WfPemCerts([string]$path) {
-  $certs = @()
-  if (-not [System.IO.File]::Exists($path)) { return ,$certs }
-  $text = [System.IO.File]::ReadAllText($path)
-  foreach ($m in [regex]::Matches($text, '-----BEGIN CERTIFICATE-----([A-Za-z0-9+/=\s]+)-----END CERTIFICATE-----')) {
-    $der = [Convert]::FromBase64String(($m.Groups[1].Value -replace '\s', ''))
-    $certs += ,(New-Object System.Security.Cryptography.X509Certificates.X509Certificate2 -ArgumentList (,$der))
-  }
-  return ,$certs
+/// `Write-WfFailure`). `Read-WfAdded` reads the list of what winfleet added
+/// (thumbprints only: any other line is ignored).
+pub const POWERSHELL_HELPERS: &str = r#"function Read-WfAdded([string]$path) {
+  $keys = @()
+  if (-not [System.IO.File]::Exists($path)) { return ,$keys }
+  foreach ($l in [System.IO.File]::ReadAllLines($path)) { if ($l -match '^[0-9A-Fa-f]{40}$') { $keys += $l.ToUpperInvariant() } }
+  return ,$keys
+}
+function Write-WfAdded([string]$path, $keys) {
+  [System.IO.File]::WriteAllLines($path, [string[]]@($keys | Select-Object -Unique))
 }
 function Open-WfRootStore {
   $store = New-Object System.Security.Cryptography.X509Certificates.X509Store -ArgumentList 'Root', 'LocalMachine'
   $store.Open([System.Security.Cryptography.X509Certificates.OpenFlags]::ReadWrite)
   return $store
 }
-function Set-WfTrust($i, [string]$dir, [string]$name, [string]$content, [string]$sum, [string]$ders) {
+function Find-WfRootCert($store, [string]$thumbprint) {
+  return ,$store.Certificates.Find([System.Security.Cryptography.X509Certificates.X509FindType]::FindByThumbprint, $thumbprint, $false)
+}
+function Set-WfTrust($i, [string]$dir, [string]$name, [string]$content, [string]$sum, [string]$ders, [string]$addedPath) {
   $path = [System.IO.Path]::Combine($dir, $name)
   try {
     Add-WfRecord ('file ' + $sum + ' ' + $path)
@@ -137,21 +160,30 @@ function Set-WfTrust($i, [string]$dir, [string]$name, [string]$content, [string]
       if ($d) { $new += ,(New-Object System.Security.Cryptography.X509Certificates.X509Certificate2 -ArgumentList (,[Convert]::FromBase64String($d))) }
     }
     $keep = @($new | ForEach-Object { $_.Thumbprint })
-    $old = Get-WfPemCerts $path
+    $was = Read-WfAdded $addedPath
+    $now = @()
     $store = Open-WfRootStore
     try {
-      foreach ($c in $new) { $store.Add($c) }
-      foreach ($c in $old) { if ($keep -notcontains $c.Thumbprint) { $store.Remove($c) } }
+      foreach ($c in $new) {
+        if ((Find-WfRootCert $store $c.Thumbprint).Count -eq 0) { $store.Add($c); $now += $c.Thumbprint }
+        elseif ($was -contains $c.Thumbprint) { $now += $c.Thumbprint }
+      }
+      Write-WfAdded $addedPath (@($was) + @($now))
+      foreach ($t in $was) {
+        if ($keep -notcontains $t) { foreach ($c in (Find-WfRootCert $store $t)) { $store.Remove($c) } }
+      }
+      Write-WfAdded $addedPath $now
     } finally { $store.Close() }
   } catch { Write-WfFailure $i $_.Exception.Message; return }
   Set-WfFile $i $dir $name $content
 }
-function Remove-WfTrust($i, [string]$path) {
+function Remove-WfTrust($i, [string]$path, [string]$addedPath) {
   try {
-    if (-not [System.IO.File]::Exists($path)) { Write-WfToken 'op' $i 'unchanged'; return }
-    $old = Get-WfPemCerts $path
+    if (-not [System.IO.File]::Exists($path) -and -not [System.IO.File]::Exists($addedPath)) { Write-WfToken 'op' $i 'unchanged'; return }
+    $was = Read-WfAdded $addedPath
     $store = Open-WfRootStore
-    try { foreach ($c in $old) { $store.Remove($c) } } finally { $store.Close() }
+    try { foreach ($t in $was) { foreach ($c in (Find-WfRootCert $store $t)) { $store.Remove($c) } } } finally { $store.Close() }
+    [System.IO.File]::Delete($addedPath)
     [System.IO.File]::Delete($path)
     Write-WfToken 'op' $i 'applied'
   } catch { Write-WfFailure $i $_.Exception.Message }

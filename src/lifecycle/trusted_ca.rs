@@ -11,11 +11,22 @@
 //! - the import record ([`RECORD`], WICD's `C:\k\imported-certs.pem`; on
 //!   posix nodes `<kube>/ca-certificates/imported-certs.pem`): the bundle's
 //!   certificates, one canonical PEM block each. Writing it is the import:
-//!   the dialect adds every certificate to the node's trust store (Windows:
-//!   `Cert:\LocalMachine\Root`; posix: one `winfleet-<sha256>.crt` file per
-//!   certificate beside the record, the layout `update-ca-certificates`
-//!   reads) and removes those the record it replaces held that the new one
-//!   does not; removing it (deconfigure) removes what it holds.
+//!   the dialect adds every certificate the node's trust store lacks
+//!   (Windows: `Cert:\LocalMachine\Root`; posix: one `<sha256>.crt` file
+//!   per certificate beside the record, the layout `update-ca-certificates`
+//!   reads) and removes those winfleet added before that the new record
+//!   does not hold; removing it (deconfigure) removes what winfleet added.
+//!
+//! What winfleet added is the node's own fact, not a desired file: the
+//! dialect keeps it beside the record ([`added_path`], one store key a
+//! line: the Windows thumbprint, the posix SHA-256), and only a
+//! certificate listed there is ever removed. One already in the store when
+//! the import came (a root Windows ships, one the administrator or WMCO
+//! put there) is not listed, so it stays whatever the bundle does. A
+//! record without that list (WICD's, adopted from a host WMCO configured)
+//! proves no addition: WICD copies its whole bundle over the record and
+//! adds with `CERT_STORE_ADD_REPLACE_EXISTING`, which succeeds whether the
+//! certificate was there or not (docs/wmco-spec.md "Trusted CA bundle").
 //!
 //! Plans show each file as the certificates' subjects and SHA-256
 //! fingerprints, never the PEM text.
@@ -34,6 +45,8 @@ use crate::vocab::file::{ManagedFile, node_path, sha256_hex};
 pub const BUNDLE: &str = "ca-bundle.crt";
 /// The import record's file name (WICD's `imported-certs.pem`).
 pub const RECORD: &str = "imported-certs.pem";
+/// The list of what winfleet added to the store, beside the record.
+pub const ADDED: &str = "imported-certs.added";
 /// posix: the directory (in the kube directory) that stands for the trust
 /// store, holding the record and one file per imported certificate.
 pub const POSIX_STORE: &str = "ca-certificates";
@@ -118,6 +131,15 @@ pub fn record_path(spec: &LifecycleSpec) -> String {
     }
 }
 
+/// Where the list of what winfleet added lives: beside the record at
+/// `record` (same directory, [`ADDED`]).
+pub fn added_path(record: &str) -> String {
+    match record.rfind(['/', '\\']) {
+        Some(i) => format!("{}{ADDED}", &record[..=i]),
+        None => ADDED.to_owned(),
+    }
+}
+
 /// Whether a node path is an import record (its file name is
 /// [`RECORD`]): the dialects import on its write and remove on its removal.
 pub fn is_record(path: &str) -> bool {
@@ -174,5 +196,8 @@ mod tests {
         assert!(files.iter().all(|f| f.file.content().is_empty() && f.file.display() == "no certificate"));
         assert!(is_record(&files[1].path) && !is_record(&files[0].path));
         assert!(is_record(r"C:\k\imported-certs.pem"));
+        assert_eq!(added_path(&files[1].path), "payload/ca-certificates/imported-certs.added");
+        assert_eq!(added_path(r"C:\k\imported-certs.pem"), r"C:\k\imported-certs.added");
+        assert_eq!(added_path("imported-certs.pem"), "imported-certs.added");
     }
 }

@@ -3,7 +3,9 @@
 //! `pkg/secrets` does the same job, this is winfleet's own script, written
 //! from its behaviour, see docs/lifecycle.md "Machines").
 //!
-//! The script installs and starts OpenSSH Server, opens the kubelet's,
+//! The script installs and starts OpenSSH Server (ten tries at most,
+//! five seconds apart: a try that fails and one that succeeds without
+//! registering the service count alike, issue 35 item 8), opens the kubelet's,
 //! windows_exporter's and sshd's ports, turns public-key authentication on
 //! and password authentication off (whatever the line looked like before,
 //! commented or not), and authorizes the fleet's public key for the
@@ -82,14 +84,17 @@ if ($null -eq (Get-LocalUser | Where-Object { $_.Name -eq 'capi' })) {
     }
 }
 # OpenSSH Server; the capability needs the network, which may come late.
+# Ten tries at most, five seconds apart, whether a try fails or succeeds
+# without registering the service.
 $attempt = 0
 while (($null -eq (Get-Service -Name sshd -ErrorAction SilentlyContinue)) -and ($attempt -lt 10)) {
+    $attempt++
     try {
         Add-WindowsCapability -Online -Name 'OpenSSH.Server~~~~0.0.1.0' -ErrorAction Stop | Out-Null
     } catch {
-        $attempt++
-        Start-Sleep -Seconds 5
+        Write-Output ('OpenSSH Server, try ' + $attempt + ': ' + $_.Exception.Message)
     }
+    Start-Sleep -Seconds 5
 }
 # The kubelet's logs port, windows_exporter's port, and sshd's.
 foreach ($rule in @(@('ContainerLogsPort', 10250), @('WindowsExporter', 9182), @('OpenSSH-Server-In-TCP', 22))) {

@@ -162,3 +162,104 @@ fn looks_encoded(token: &str) -> bool {
     token.chars().any(|c| c.is_ascii_digit() || "+/=".contains(c))
         || (token.len() >= 8 && token.chars().skip(1).any(|c| c.is_ascii_uppercase()) && !token.contains('-'))
 }
+
+/// The retry loops of `script` that could spin forever: every `while`,
+/// `do` and `for` loop (the scripts iterate over lists with `foreach`
+/// only, so any other loop retries) must compare a counter with `-lt`,
+/// `-le`, `-gt` or `-ge` in its condition, step that counter in its own
+/// body (or a `for` iterator) whatever a try does, and `Start-Sleep` in
+/// its own body: a step or a sleep inside a `try`, `catch` or `if` runs
+/// only on some tries (issue 35, item 8). One line per loop found.
+pub fn unbounded_loops(script: &str) -> Vec<String> {
+    let tree = parse(script);
+    let mut found = Vec::new();
+    loops(tree.root_node(), script, &mut found);
+    found
+}
+
+fn loops(node: Node<'_>, text: &str, found: &mut Vec<String>) {
+    if matches!(node.kind(), "while_statement" | "do_statement" | "for_statement")
+        && let Some(problem) = loop_problem(node, text)
+    {
+        let line = node.start_position().row + 1;
+        let head: String = text[node.byte_range()].lines().next().unwrap_or_default().chars().take(120).collect();
+        found.push(format!("line {line}: {problem}: {head}"));
+    }
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        loops(child, text, found);
+    }
+}
+
+fn loop_problem(node: Node<'_>, text: &str) -> Option<&'static str> {
+    let named = |kind: &str| {
+        let mut cursor = node.walk();
+        node.children(&mut cursor).find(|c| c.kind() == kind)
+    };
+    let condition = named("while_condition").or_else(|| named("for_condition"));
+    let mut counters = Vec::new();
+    if let Some(condition) = condition {
+        bounds(condition, text, &mut counters);
+    }
+    if counters.is_empty() {
+        return Some("no counter compared in its condition");
+    }
+    // The statements of the loop's own body, not those nested in it.
+    let statements: Vec<String> = named("statement_block")
+        .and_then(|b| {
+            let mut cursor = b.walk();
+            b.children(&mut cursor).find(|c| c.kind() == "statement_list")
+        })
+        .map(|list| {
+            let mut cursor = list.walk();
+            list.named_children(&mut cursor).map(|s| text[s.byte_range()].trim().to_owned()).collect()
+        })
+        .unwrap_or_default();
+    let iterator = named("for_iterator").map(|i| text[i.byte_range()].trim().to_owned());
+    let steps = |s: &str| {
+        let s = s.to_ascii_lowercase();
+        counters.iter().any(|v| {
+            [
+                format!("{v}++"),
+                format!("++{v}"),
+                format!("{v}--"),
+                format!("--{v}"),
+                format!("{v} +="),
+                format!("{v} -="),
+            ]
+            .iter()
+            .any(|p| s.starts_with(p.as_str()))
+        })
+    };
+    if !statements.iter().chain(iterator.iter()).any(|s| steps(s)) {
+        return Some("its counter is not stepped on every try");
+    }
+    if !statements.iter().any(|s| s.to_ascii_lowercase().starts_with("start-sleep")) {
+        return Some("no Start-Sleep on every try");
+    }
+    None
+}
+
+/// The variables a condition compares with an order operator.
+fn bounds(node: Node<'_>, text: &str, out: &mut Vec<String>) {
+    if node.kind() == "comparison_expression" {
+        let mut cursor = node.walk();
+        let parts: Vec<Node<'_>> = node.named_children(&mut cursor).collect();
+        let ordered = parts.iter().any(|p| {
+            p.kind() == "comparison_operator"
+                && matches!(text[p.byte_range()].to_ascii_lowercase().as_str(), "-lt" | "-le" | "-gt" | "-ge")
+        });
+        if ordered {
+            for p in parts.iter().filter(|p| p.kind() != "comparison_operator") {
+                let operand = text[p.byte_range()].trim();
+                if operand.starts_with('$') && operand[1..].chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                    out.push(operand.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    let mut cursor = node.walk();
+    for child in node.children(&mut cursor) {
+        bounds(child, text, out);
+    }
+}
