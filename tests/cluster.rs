@@ -187,7 +187,7 @@ async fn a_dry_run_rejection_aborts_the_whole_cluster_plan() {
     assert!(api.get(MS, "MachineSet", Some(MAPI), "winb").is_none());
     assert!(node_labels(&api, "win-a").get("team").is_none(), "win-a's own patch was fine, but nothing is written");
     assert_eq!(event_reasons(&api, "win-b"), ["DryRunRejected"]);
-    assert!(report.render_text().contains("nothing was written to the cluster"));
+    assert!(report.render_text().contains("none of its MachineSet and Node metadata writes was made"));
 }
 
 #[tokio::test]

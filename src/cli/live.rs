@@ -49,6 +49,7 @@ pub fn round(
         stop: CancellationToken::new(),
         payload: args.payload(),
         join: args.join(),
+        events: Default::default(),
     };
     let runtime =
         tokio::runtime::Builder::new_multi_thread().enable_all().build().context("cannot start the runtime")?;

@@ -1,7 +1,13 @@
 //! The cluster plan (pure) and its application: every write first sent with
-//! `dryRun=All`; any rejection aborts the cluster part of the round before
-//! anything is written. Then each write for real, with an Event for each
-//! change and failure. A failing write never stops the others.
+//! `dryRun=All`; any rejection aborts the plan's writes (MachineSets and
+//! Node metadata) before any of them is made. Then each write for real,
+//! with an Event for each change and failure. A failing write never stops
+//! the others.
+//!
+//! A Node patch that meets a 409 (the Node changed since the round
+//! observed it: its kubelet's status updates) is no rejection: that Node
+//! alone is read and planned again ([`super::replan`]), in the dry run and
+//! in the write.
 //!
 //! MachineSets are applied without force unless the plan says so: a field
 //! conflict the API server finds in the dry run (409, `FieldManagerConflict`
@@ -21,6 +27,7 @@ use super::machinesets::ownership::{self, FieldConflict};
 use super::machinesets::{Conflict, MachineSetStep, plan_machine_sets};
 use super::metadata::{NodeMetadataPlan, plan_node_metadata};
 use super::observe::machine_set_resource;
+use super::replan;
 use super::{ClusterFacts, FIELD_MANAGER, MACHINE_API_NAMESPACE};
 use crate::desired::model::{Instance, MachineSetDesired};
 use crate::node::outcome::Outcome;
@@ -32,6 +39,9 @@ pub struct ClusterPlan {
     pub machine_sets: Vec<MachineSetStep>,
     /// Node metadata patches, by node name.
     pub nodes: Vec<NodeMetadataPlan>,
+    /// Node patches left for the next round (the Node kept changing while
+    /// it was planned again), with why.
+    pub left: Vec<(NodeMetadataPlan, String)>,
 }
 
 impl ClusterPlan {
@@ -59,7 +69,7 @@ pub fn plan<'a>(
         .collect();
     nodes.sort_by(|a, b| a.node.cmp(&b.node));
     let machine_sets = machine_sets.map(|m| plan_machine_sets(m, &facts.machine_sets)).unwrap_or_default();
-    ClusterPlan { machine_sets, nodes }
+    ClusterPlan { machine_sets, nodes, left: Vec::new() }
 }
 
 /// The outcome of one cluster write.
@@ -141,16 +151,21 @@ async fn send(client: &Client, write: &Write<'_>, dry_run: bool) -> Result<(), k
 
 /// Sends every write with `dryRun=All`; returns the rejections (empty:
 /// the plan may be written). A MachineSet apply the API server refuses
-/// for a field conflict becomes a conflict of the plan, not a rejection.
-pub async fn dry_run(client: &Client, plan: &mut ClusterPlan) -> Vec<WriteReport> {
+/// for a field conflict becomes a conflict of the plan, not a rejection;
+/// a Node that changed since it was observed is planned again from the
+/// Node as it is now (`instances` are the plan's), or left for the next
+/// round ([`ClusterPlan::left`]).
+pub async fn dry_run(client: &Client, plan: &mut ClusterPlan, instances: &[&Instance]) -> Vec<WriteReport> {
     let writes = writes(plan);
     let results = futures::future::join_all(writes.iter().map(|w| send(client, w, true))).await;
     let mut rejected = Vec::new();
     let mut conflicts = Vec::new();
+    let mut moved = Vec::new();
     for (w, result) in writes.iter().zip(results) {
         let Err(e) = result else { continue };
         match (w, field_conflicts(w, &e)) {
             (Write::MachineSet(step), Some(fields)) => conflicts.push(Conflict::of_fields(step.name(), fields)),
+            (Write::Node(node), _) if replan::moved(&e) => moved.push(node.node.clone()),
             _ => rejected.push(WriteReport { target: w.target(), outcome: Outcome::Failed(w.failure(&e)) }),
         }
     }
@@ -159,7 +174,45 @@ pub async fn dry_run(client: &Client, plan: &mut ClusterPlan) -> Vec<WriteReport
             *step = MachineSetStep::Conflict(conflict);
         }
     }
+    for name in moved {
+        rejected.extend(dry_run_again(client, plan, &name, instances).await);
+    }
     rejected
+}
+
+/// The dry run of a Node that changed since it was observed, planned
+/// again from the Node as it is now (up to [`replan::REPLANS`] times):
+/// its rejection, if the new patch is refused for another reason.
+async fn dry_run_again(
+    client: &Client,
+    plan: &mut ClusterPlan,
+    name: &str,
+    instances: &[&Instance],
+) -> Option<WriteReport> {
+    let i = plan.nodes.iter().position(|n| n.node == name)?;
+    for _ in 0..replan::REPLANS {
+        let write = Write::Node(&plan.nodes[i]);
+        let rejection =
+            |e: &kube::Error| WriteReport { target: write.target(), outcome: Outcome::Failed(write.failure(e)) };
+        let fresh = match replan::replan(client, &plan.nodes[i], instances).await {
+            Ok(fresh) => fresh,
+            Err(e) => return Some(rejection(&e)),
+        };
+        let Some(fresh) = fresh else {
+            plan.nodes.remove(i);
+            return None;
+        };
+        plan.nodes[i] = fresh;
+        let write = Write::Node(&plan.nodes[i]);
+        match send(client, &write, true).await {
+            Ok(()) => return None,
+            Err(e) if replan::moved(&e) => continue,
+            Err(e) => return Some(WriteReport { target: write.target(), outcome: Outcome::Failed(write.failure(&e)) }),
+        }
+    }
+    let node = plan.nodes.remove(i);
+    plan.left.push((node, replan::left_reason()));
+    None
 }
 
 /// The field conflicts of an unforced MachineSet apply's 409.
@@ -170,8 +223,16 @@ fn field_conflicts(write: &Write<'_>, e: &kube::Error) -> Option<Vec<FieldConfli
     (!fields.is_empty()).then_some(fields)
 }
 
-/// Writes the plan (after a clean dry run), one Event per change or failure.
-pub async fn write(client: &Client, events: &Events, plan: &ClusterPlan, facts: &ClusterFacts) -> Vec<WriteReport> {
+/// Writes the plan (after a clean dry run), one Event per change or
+/// failure; a Node that changed since the dry run is planned again
+/// (`instances` are the plan's).
+pub async fn write(
+    client: &Client,
+    events: &Events,
+    plan: &ClusterPlan,
+    facts: &ClusterFacts,
+    instances: &[&Instance],
+) -> Vec<WriteReport> {
     let mut reports = Vec::new();
     for step in &plan.machine_sets {
         if let MachineSetStep::Conflict(Conflict { name, reason, .. }) = step {
@@ -181,10 +242,18 @@ pub async fn write(client: &Client, events: &Events, plan: &ClusterPlan, facts: 
     }
     for write in writes(plan) {
         let target = write.target();
-        let result = send(client, &write, false).await;
-        let outcome = match &result {
-            Ok(()) => Outcome::Applied,
-            Err(e) => Outcome::Failed(write.failure(e)),
+        let (written, outcome) = match write {
+            Write::Node(node) => write_node(client, node, instances).await,
+            _ => (
+                None,
+                send(client, &write, false)
+                    .await
+                    .map_or_else(|e| Outcome::Failed(write.failure(&e)), |()| Outcome::Applied),
+            ),
+        };
+        let write = match &written {
+            Some(node) => Write::Node(node),
+            None => write,
         };
         match write {
             Write::MachineSet(step) => {
@@ -220,7 +289,11 @@ pub async fn write(client: &Client, events: &Events, plan: &ClusterPlan, facts: 
                 let uid = facts.nodes.get(&plan.node).map(|n| n.uid.clone()).unwrap_or_default();
                 let (reason, note) = match &outcome {
                     Outcome::Failed(e) => (Reason::NodeMetadataFailed, format!("cannot update Node metadata: {e}")),
-                    _ => (Reason::NodeMetadataUpdated, metadata_note(plan)),
+                    Outcome::Unchanged => {
+                        reports.push(WriteReport { target, outcome });
+                        continue;
+                    }
+                    Outcome::Applied => (Reason::NodeMetadataUpdated, metadata_note(plan)),
                 };
                 events.publish(Regarding::Node(&plan.node, &uid), reason, note).await;
             }
@@ -228,6 +301,36 @@ pub async fn write(client: &Client, events: &Events, plan: &ClusterPlan, facts: 
         reports.push(WriteReport { target, outcome });
     }
     reports
+}
+
+/// Writes one Node's patch; a Node that changed since it was planned is
+/// read and planned again (up to [`replan::REPLANS`] times). The plan as
+/// written when it was planned again, and the outcome (`Unchanged`: the
+/// Node needed nothing any more).
+async fn write_node(
+    client: &Client,
+    node: &NodeMetadataPlan,
+    instances: &[&Instance],
+) -> (Option<NodeMetadataPlan>, Outcome) {
+    let mut current: Option<NodeMetadataPlan> = None;
+    for _ in 0..=replan::REPLANS {
+        let plan = current.as_ref().unwrap_or(node);
+        let write = Write::Node(plan);
+        let failure = match send(client, &write, false).await {
+            Ok(()) => return (current, Outcome::Applied),
+            Err(e) if replan::moved(&e) => match replan::replan(client, plan, instances).await {
+                Ok(Some(fresh)) => {
+                    current = Some(fresh);
+                    continue;
+                }
+                Ok(None) => return (current, Outcome::Unchanged),
+                Err(e) => write.failure(&e),
+            },
+            Err(e) => write.failure(&e),
+        };
+        return (current, Outcome::Failed(failure));
+    }
+    (current, Outcome::Failed(replan::left_reason()))
 }
 
 /// `; took over <field> owned by <manager>, …` for a forced apply.

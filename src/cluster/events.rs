@@ -2,6 +2,14 @@
 //! failure (`events.k8s.io/v1`, through kube's Recorder). Reasons are stable
 //! strings (docs/cluster.md lists them); a failing event never fails the
 //! change it reports.
+//!
+//! An event the API server could not take for a reason that passes (it was
+//! unreachable, 5xx, 429) waits in a [`Backlog`] and is published, in
+//! order, before the next one, or when a round finds the API readable again
+//! ([`Events::flush`]); the daemon keeps one backlog for its life.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
@@ -199,17 +207,118 @@ impl Regarding<'_> {
     }
 }
 
+/// At most this many events wait for the API server; the oldest goes first.
+const BACKLOG_LIMIT: usize = 200;
+
+/// Events not published yet because the API server could not take them.
+/// Clones share the same queue.
+#[derive(Clone, Debug, Default)]
+pub struct Backlog(Arc<Mutex<VecDeque<Pending>>>);
+
+/// An event as it was meant to be published.
+#[derive(Clone, Debug)]
+struct Pending {
+    regarding: ObjectReference,
+    related: Option<ObjectReference>,
+    reason: Reason,
+    note: String,
+}
+
+impl Backlog {
+    /// How many events wait.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// Whether none waits.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<Pending>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Queues `pending` at the back, dropping the oldest beyond the limit.
+    fn push(&self, pending: Pending) {
+        let mut queue = self.lock();
+        queue.push_back(pending);
+        while queue.len() > BACKLOG_LIMIT {
+            if let Some(dropped) = queue.pop_front() {
+                tracing::warn!(
+                    reason = dropped.reason.as_str(),
+                    "an event waited too long for the API server; dropped"
+                );
+            }
+        }
+    }
+
+    /// Puts `events` back in front of whatever was queued meanwhile.
+    fn put_back(&self, events: VecDeque<Pending>) {
+        let mut queue = self.lock();
+        let later = std::mem::replace(&mut *queue, events);
+        queue.extend(later);
+    }
+}
+
+/// Whether an event refused with `e` may be taken later: the API server
+/// unreachable, unavailable or throttling (not a refusal that would stay).
+fn passes(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(status) => status.code == 429 || status.code >= 500,
+        _ => true,
+    }
+}
+
 /// Publishes winfleet's events.
 #[derive(Clone)]
 pub struct Events {
     recorder: Recorder,
+    backlog: Backlog,
 }
 
 impl Events {
-    /// A publisher reporting as controller `winfleet`.
+    /// A publisher reporting as controller `winfleet`, with a backlog of its own.
     pub fn new(client: Client) -> Self {
+        Self::with_backlog(client, Backlog::default())
+    }
+
+    /// A publisher whose events the API server cannot take wait in `backlog`.
+    pub fn with_backlog(client: Client, backlog: Backlog) -> Self {
         let reporter = Reporter { controller: FIELD_MANAGER.into(), instance: std::env::var("HOSTNAME").ok() };
-        Self { recorder: Recorder::new(client, reporter) }
+        Self { recorder: Recorder::new(client, reporter), backlog }
+    }
+
+    /// Publishes the events that wait, in order; stops at the first the API
+    /// server still cannot take. Whether none waits any more.
+    pub async fn flush(&self) -> bool {
+        let mut queued = std::mem::take(&mut *self.backlog.lock());
+        let waited = queued.len();
+        while let Some(pending) = queued.pop_front() {
+            if let Err(e) = self.send(&pending).await {
+                if passes(&e) {
+                    queued.push_front(pending);
+                    self.backlog.put_back(queued);
+                    return false;
+                }
+                tracing::warn!(reason = pending.reason.as_str(), error = %e, "cannot publish an event");
+            }
+        }
+        if waited > 0 {
+            tracing::info!(events = waited, "published the events that waited for the API server");
+        }
+        true
+    }
+
+    async fn send(&self, pending: &Pending) -> Result<(), kube::Error> {
+        let event = Event {
+            type_: if pending.reason.is_warning() { EventType::Warning } else { EventType::Normal },
+            reason: pending.reason.as_str().into(),
+            note: Some(pending.note.clone()),
+            action: pending.reason.as_str().into(),
+            secondary: pending.related.clone(),
+        };
+        self.recorder.publish(&event, &pending.regarding).await
     }
 
     /// Publishes one event; a failure is logged, never returned.
@@ -235,15 +344,20 @@ impl Events {
             }
             note.truncate(end);
         }
-        let event = Event {
-            type_: if reason.is_warning() { EventType::Warning } else { EventType::Normal },
-            reason: reason.as_str().into(),
-            note: Some(note),
-            action: reason.as_str().into(),
-            secondary: related,
-        };
-        if let Err(e) = self.recorder.publish(&event, &regarding.reference()).await {
-            tracing::warn!(reason = reason.as_str(), error = %e, "cannot publish an event");
+        let pending = Pending { regarding: regarding.reference(), related, reason, note };
+        // Events keep their order: one that waits goes out first.
+        if !self.flush().await {
+            tracing::warn!(reason = reason.as_str(), "the API server cannot take events now; this one waits");
+            self.backlog.push(pending);
+            return;
+        }
+        if let Err(e) = self.send(&pending).await {
+            if passes(&e) {
+                tracing::warn!(reason = reason.as_str(), error = %e, "cannot publish an event now; it waits for the API server");
+                self.backlog.push(pending);
+            } else {
+                tracing::warn!(reason = reason.as_str(), error = %e, "cannot publish an event");
+            }
         }
     }
 }

@@ -5,8 +5,8 @@
 //! [`MANAGED_KEYS_ANNOTATION`], as kubectl's last-applied annotation does), so
 //! a key that leaves the repository is removed and every other key is left
 //! alone. The write is a merge patch conditional on the observed
-//! resourceVersion: a Node changed since it was observed gives a 409 and the
-//! next round plans again.
+//! resourceVersion: a Node changed since it was observed gives a 409, and
+//! that Node is read and planned again (`super::replan`).
 
 use std::collections::{BTreeMap, BTreeSet};
 

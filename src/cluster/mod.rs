@@ -41,6 +41,7 @@ pub mod network;
 pub mod observe;
 pub mod prerequisites;
 pub mod pull_secret;
+pub mod replan;
 pub mod rollout;
 pub mod slots;
 pub mod sources;

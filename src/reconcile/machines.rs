@@ -144,8 +144,17 @@ impl MachinesReport {
 
     /// Whether anything failed (a Machine's configure, the Secret).
     pub fn failed(&self) -> bool {
-        self.user_data.as_ref().is_some_and(|u| u.error.is_some())
-            || self.machines.iter().any(|m| matches!(m.step, MachineStep::Failed { .. }))
+        !self.failures().is_empty()
+    }
+
+    /// Each failure, one sentence each.
+    pub fn failures(&self) -> Vec<String> {
+        let secret = self.user_data.iter().filter_map(|u| Some(format!("user-data Secret: {}", u.error.as_ref()?)));
+        let machines = self.machines.iter().filter_map(|m| match &m.step {
+            MachineStep::Failed { reason } => Some(format!("Machine {}: {reason}", m.machine)),
+            _ => None,
+        });
+        secret.chain(machines).collect()
     }
 
     /// Whether the Secret changes.

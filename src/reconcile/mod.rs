@@ -39,7 +39,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::cluster::apply as cluster_apply;
 use crate::cluster::associate::{Association, associate, resolve_all};
 use crate::cluster::connect::Cluster;
-use crate::cluster::events::{Events, Reason, Regarding};
+use crate::cluster::events::{Backlog, Events, Reason, Regarding};
 use crate::cluster::join::{self, JoinOptions};
 use crate::cluster::machine_failures;
 use crate::cluster::material;
@@ -76,6 +76,9 @@ pub struct Options {
     pub payload: PayloadState,
     /// How joins run.
     pub join: JoinOptions,
+    /// Events the API server could not take yet (the daemon keeps one for
+    /// its life; they are published once a round reads the cluster again).
+    pub events: Backlog,
 }
 
 /// Runs one round over `instances` of `desired`.
@@ -99,9 +102,12 @@ pub async fn round<H: Host>(
         return RoundReport { dry_run: options.dry_run, nodes, cluster: None };
     };
     let mut report = ClusterReport { api: cluster.url.clone(), ..ClusterReport::default() };
+    let events = Events::with_backlog(cluster.client.clone(), options.events.clone());
     let facts = match observe::observe(&cluster.client).await {
         Ok(facts) => {
             report.platform = Some(facts.platform);
+            // The API answers again: what it could not take before goes first.
+            events.flush().await;
             Some(facts)
         }
         Err(e) => {
@@ -134,7 +140,8 @@ pub async fn round<H: Host>(
     let no_proxy = facts.as_ref().and_then(|f| f.cluster_no_proxy.as_deref());
     let listed: Vec<&Instance> = instances.iter().copied().chain(&machines).collect();
     // The cluster's Proxy and mirror sets: followed or compared (sources.rs).
-    let sourced = sources::round(cluster, desired, &listed, facts.is_some(), options.dry_run, &mut report).await;
+    let sourced =
+        sources::round((cluster, &events), desired, &listed, facts.is_some(), options.dry_run, &mut report).await;
     if let Some(reason) = &sourced.refused {
         return sources::refused(&listed, reason, options.dry_run, Some(report));
     }
@@ -166,11 +173,10 @@ pub async fn round<H: Host>(
         .collect();
     let machine_sets = options.whole_fleet.then_some(&desired.machine_sets);
     let mut plan = cluster_apply::plan(byoh.iter().copied(), machine_sets, &facts, &associations);
-    let events = Events::new(cluster.client.clone());
     // The dry run is sent in a plan too: a plan shows what the API would
     // refuse, and a MachineSet field conflict it finds joins the plan.
     if plan.has_writes() {
-        report.rejected = cluster_apply::dry_run(&cluster.client, &mut plan).await;
+        report.rejected = cluster_apply::dry_run(&cluster.client, &mut plan, byoh).await;
     }
     report.set_plan(&plan);
     let writable = !options.dry_run && report.rejected.is_empty();
@@ -180,7 +186,7 @@ pub async fn round<H: Host>(
     // Cluster writes come right after their dry run, before the SSH round:
     // the Node patches are conditional on the resourceVersion just observed.
     if writable {
-        let outcomes = cluster_apply::write(&cluster.client, &events, &plan, &facts).await;
+        let outcomes = cluster_apply::write(&cluster.client, &events, &plan, &facts, byoh).await;
         report.set_outcomes(outcomes);
     }
     if options.whole_fleet {
@@ -304,8 +310,11 @@ async fn node_round(
 
 async fn publish_rejections(events: &Events, report: &ClusterReport, facts: &ClusterFacts) {
     for rejection in &report.rejected {
-        let note =
-            format!("the round's cluster plan was rejected in its dry run, nothing was written: {}", rejection.outcome);
+        let note = format!(
+            "the round's cluster plan was rejected in its dry run: none of its MachineSet and Node metadata writes \
+             was made: {}",
+            rejection.outcome
+        );
         if let Some(name) = rejection.target.strip_prefix("Node/") {
             let uid = facts.nodes.get(name).map(|n| n.uid.as_str()).unwrap_or_default();
             events.publish(Regarding::Node(name, uid), Reason::DryRunRejected, note).await;

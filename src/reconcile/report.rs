@@ -16,6 +16,7 @@ use crate::cluster::join::{JoinReport, JoinResult};
 use crate::cluster::keys::KeyReport;
 pub use crate::cluster::machinesets::Conflict;
 use crate::cluster::machinesets::{MachineSetStep, ownership::FieldConflict};
+use crate::cluster::metadata::NodeMetadataPlan;
 use crate::cluster::prerequisites::Prerequisites;
 use crate::cluster::rollout::{RebootReport, RebootResult};
 use crate::cluster::upgrade::{UpgradeReport, UpgradeResult};
@@ -59,7 +60,8 @@ pub struct ClusterReport {
     pub conflicts: Vec<Conflict>,
     /// Node metadata changes and their outcomes.
     pub nodes: Vec<NodeMetadataReport>,
-    /// Writes the API rejected in the dry run (nothing was written).
+    /// Writes the API rejected in the dry run (then none of the plan's
+    /// MachineSet and Node metadata writes is made).
     pub rejected: Vec<WriteReport>,
     /// Safe reboots.
     pub reboots: Vec<RebootReport>,
@@ -162,16 +164,16 @@ impl ClusterReport {
                 MachineSetStep::Conflict(conflict) => self.conflicts.push(conflict.clone()),
             }
         }
-        self.nodes = plan
-            .nodes
-            .iter()
-            .map(|n| NodeMetadataReport {
-                node: n.node.clone(),
-                instance: n.instance.clone(),
-                changes: n.changes.clone(),
-                outcome: None,
-            })
-            .collect();
+        let report = |n: &NodeMetadataPlan, outcome: Option<Outcome>| NodeMetadataReport {
+            node: n.node.clone(),
+            instance: n.instance.clone(),
+            changes: n.changes.clone(),
+            outcome,
+        };
+        self.nodes = plan.nodes.iter().map(|n| report(n, None)).collect();
+        // A Node that kept changing while it was planned again: not written.
+        self.nodes.extend(plan.left.iter().map(|(n, why)| report(n, Some(Outcome::Failed(why.clone())))));
+        self.nodes.sort_by(|a, b| a.node.cmp(&b.node));
     }
 
     /// Records the outcome of each write.
@@ -181,22 +183,56 @@ impl ClusterReport {
             ms.outcome = by_target.remove(&format!("MachineSet/{}", ms.change.name));
         }
         for node in &mut self.nodes {
-            node.outcome = by_target.remove(&format!("Node/{}", node.node));
+            // A Node left for the next round keeps why.
+            if let Some(outcome) = by_target.remove(&format!("Node/{}", node.node)) {
+                node.outcome = Some(outcome);
+            }
         }
     }
 
     /// Whether anything failed or was refused.
     pub fn failed(&self) -> bool {
-        let failed = |o: &Option<Outcome>| matches!(o, Some(Outcome::Failed(_)));
-        self.error.is_some()
-            || !self.rejected.is_empty()
-            || self.machine_sets.iter().any(|m| failed(&m.outcome))
-            || self.nodes.iter().any(|n| failed(&n.outcome))
-            || self.reboots.iter().any(|r| matches!(r.result, RebootResult::Failed { .. }))
-            || self.material_error.is_some()
-            || self.joins.iter().any(|j| matches!(j.result, JoinResult::Failed { .. }))
-            || self.upgrades.iter().any(|u| matches!(u.result, UpgradeResult::Failed { .. }))
-            || self.machines.failed()
+        !self.failures().is_empty()
+    }
+
+    /// Each failure or refusal of the cluster part, one sentence each (what
+    /// [`Self::failed`] counts; the daemon logs and counts them).
+    pub fn failures(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(error) = &self.error {
+            out.push(error.clone());
+        }
+        out.extend(self.rejected.iter().map(|r| format!("dry run rejected {}: {}", r.target, r.outcome)));
+        for ms in &self.machine_sets {
+            if let Some(Outcome::Failed(reason)) = &ms.outcome {
+                out.push(format!("MachineSet {}: {reason}", ms.change.name));
+            }
+        }
+        for node in &self.nodes {
+            if let Some(Outcome::Failed(reason)) = &node.outcome {
+                out.push(format!("Node {} metadata: {reason}", node.node));
+            }
+        }
+        for r in &self.reboots {
+            if let RebootResult::Failed { stage, reason } = &r.result {
+                out.push(format!("reboot of {} failed at {}: {reason}", who(&r.node, &r.address), stage.name()));
+            }
+        }
+        if let Some(e) = &self.material_error {
+            out.push(format!("cluster material for joining nodes: {e}"));
+        }
+        for j in &self.joins {
+            if let JoinResult::Failed { step, reason } = &j.result {
+                out.push(format!("join of {} failed at {}: {reason}", j.address, step.name()));
+            }
+        }
+        for u in &self.upgrades {
+            if let UpgradeResult::Failed { stage, reason } = &u.result {
+                out.push(format!("upgrade of {} failed at {}: {reason}", u.node, stage.name()));
+            }
+        }
+        out.extend(self.machines.failures());
+        out
     }
 
     /// Whether the plan changes anything.
@@ -242,6 +278,11 @@ impl RoundReport {
         text.push('\n');
         text
     }
+}
+
+/// A node by name, or by address when it has no Node.
+fn who<'a>(node: &'a str, address: &'a str) -> &'a str {
+    if node.is_empty() { address } else { node }
 }
 
 fn outcome_suffix(outcome: Option<&Outcome>) -> String {
@@ -309,7 +350,10 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
         let _ = writeln!(out, "  ! dry run rejected {}: {}", r.target, r.outcome);
     }
     if !c.rejected.is_empty() {
-        let _ = writeln!(out, "  ! the cluster plan was rejected in its dry run: nothing was written to the cluster");
+        let _ = writeln!(
+            out,
+            "  ! the cluster plan was rejected in its dry run: none of its MachineSet and Node metadata writes was made"
+        );
     }
     if let Some(e) = &c.material_error {
         let _ = writeln!(out, "  ! cluster material for joining nodes: {e}");

@@ -28,7 +28,7 @@ pub(super) struct Sourced {
 /// Reads, follows and compares; fills the report's `disagreements` and
 /// `sources_error`; publishes the Events (not in a dry run).
 pub(super) async fn round(
-    cluster: &Cluster,
+    (cluster, events): (&Cluster, &Events),
     desired: &Desired,
     listed: &[&Instance],
     reachable: bool,
@@ -40,8 +40,7 @@ pub(super) async fn round(
     if let Some(fresh) = &read.fresh {
         report.disagreements = disagree::compare(desired, fresh);
         if !dry_run {
-            let events = Events::new(cluster.client.clone());
-            disagree::publish(&cluster.client, &events, fresh, &report.disagreements).await;
+            disagree::publish(&cluster.client, events, fresh, &report.disagreements).await;
         }
     }
     if !follows_cluster(desired) {

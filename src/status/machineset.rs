@@ -119,9 +119,9 @@ fn applied(name: &str, ctx: Context<'_>) -> Option<Verdict<MachineSetPhase>> {
 
 fn not_written(report: &MachineSetReport, rejected: bool) -> Verdict<MachineSetPhase> {
     let why = if rejected {
-        "another write of the round was rejected in the dry run, so nothing was written"
+        "another write of the cluster plan was rejected in the dry run, so none of the plan's writes was made"
     } else {
-        "nothing was written this round"
+        "it was not written this round"
     };
     let action = format!("{:?}", report.change.action).to_lowercase();
     Verdict::new(MachineSetPhase::Progressing, "NotWritten", format!("{action} planned; {why}"))

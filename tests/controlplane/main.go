@@ -14,6 +14,11 @@
 // on stdout once /readyz answers ok and every CRD is Established. It stops
 // everything on SIGTERM or SIGINT.
 //
+// It supervises kube-apiserver: on SIGUSR1 it restarts it (then prints
+// "restarted"); when it exits on its own (a SIGKILL through the id in
+// <data dir>/kube-apiserver.pid) it starts it again on the same etcd, port
+// and certificates (then prints "revived"), up to five times.
+//
 // kube-apiserver and kube-controller-manager each run in a child process of
 // this same binary (`controlplane kube-apiserver <flags>`), through their
 // upstream cobra commands: both install process-wide signal handlers and

@@ -71,7 +71,10 @@ type child struct {
 	name string
 	args []string
 	log  string
-	cmd  *exec.Cmd
+	// pidFile, when set, holds the running process's id (the harness
+	// kills kube-apiserver outright through it).
+	pidFile string
+	cmd     *exec.Cmd
 	// done is closed when the process has exited; err is then its exit.
 	done chan struct{}
 	err  error
@@ -93,6 +96,13 @@ func (c *child) start() error {
 	if err := c.cmd.Start(); err != nil {
 		out.Close()
 		return fmt.Errorf("starting %s: %w", c.name, err)
+	}
+	if c.pidFile != "" {
+		// Written beside and renamed: a reader never sees half a number.
+		tmp := c.pidFile + ".tmp"
+		if err := os.WriteFile(tmp, []byte(fmt.Sprintf("%d\n", c.cmd.Process.Pid)), 0o600); err == nil {
+			_ = os.Rename(tmp, c.pidFile)
+		}
 	}
 	done := make(chan struct{})
 	c.done = done
@@ -184,7 +194,12 @@ func run(dir string, signals <-chan os.Signal) error {
 	if err != nil {
 		return err
 	}
-	apiserver := &child{name: "kube-apiserver", args: apiserverArgs(dir, etcdURL, port), log: filepath.Join(dir, "kube-apiserver.log")}
+	apiserver := &child{
+		name:    "kube-apiserver",
+		args:    apiserverArgs(dir, etcdURL, port),
+		log:     filepath.Join(dir, "kube-apiserver.log"),
+		pidFile: filepath.Join(dir, "kube-apiserver.pid"),
+	}
 	kcm := &child{name: "kube-controller-manager", args: controllerManagerArgs(dir, kcmConfig), log: filepath.Join(dir, "kube-controller-manager.log")}
 	// Deferred calls run last first: kube-controller-manager stops before
 	// the API server it talks to.
@@ -222,29 +237,54 @@ func run(dir string, signals <-chan os.Signal) error {
 
 	restart := make(chan os.Signal, 1)
 	signalRestart(restart)
+	revived := 0
 	for {
 		select {
 		case s := <-signals:
 			fmt.Fprintf(os.Stderr, "controlplane: %v: stopping\n", s)
 			return nil
 		case <-apiserver.done:
-			return fmt.Errorf("kube-apiserver exited: %v\n%s", apiserver.err, tail(apiserver.log))
+			// Killed outright (a test's SIGKILL, an OOM kill): started again
+			// on the same etcd, port and certificates, as the kubelet
+			// restarts a static pod. A kube-apiserver that keeps dying
+			// ends the control plane instead of looping.
+			revived++
+			if revived > maxRevivals {
+				return fmt.Errorf("kube-apiserver exited %d times: %v\n%s", revived, apiserver.err, tail(apiserver.log))
+			}
+			fmt.Fprintf(os.Stderr, "controlplane: kube-apiserver exited (%v): starting it again\n", apiserver.err)
+			if err := revive(apiserver, client); err != nil {
+				return err
+			}
+			fmt.Println("revived")
 		case <-kcm.done:
 			return fmt.Errorf("kube-controller-manager exited: %v\n%s", kcm.err, tail(kcm.log))
 		case <-restart:
 			// SIGUSR1: restart kube-apiserver on the same port and etcd
 			// (every watch ends; clients must resume or relist).
 			apiserver.stop(20 * time.Second)
-			if err := apiserver.start(); err != nil {
+			if err := revive(apiserver, client); err != nil {
 				return err
-			}
-			rctx, rcancel := context.WithTimeout(context.Background(), 120*time.Second)
-			err := client.waitReady(rctx)
-			rcancel()
-			if err != nil {
-				return fmt.Errorf("kube-apiserver after a restart: %w\n%s", err, tail(apiserver.log))
 			}
 			fmt.Println("restarted")
 		}
 	}
+}
+
+// maxRevivals is how many times a kube-apiserver that exited on its own
+// is started again.
+const maxRevivals = 5
+
+// revive starts kube-apiserver again (same flags: etcd, port,
+// certificates) and waits until it is ready.
+func revive(apiserver *child, client *clients) error {
+	if err := apiserver.start(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	if err := client.waitReady(ctx); err != nil {
+		return fmt.Errorf("kube-apiserver after a restart: %w\n%s", err, tail(apiserver.log))
+	}
+	return nil
 }

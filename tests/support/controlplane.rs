@@ -8,7 +8,10 @@
 //! than its Go sources (`go build`, cached by Go between runs), starts it in
 //! a temporary directory, waits for its `ready <kubeconfig>` line, and seeds
 //! what a real OpenShift cluster has and winfleet reads ([`seed_openshift`]).
-//! Dropping it ends the whole process group.
+//! Dropping it ends the whole process group. Its kube-apiserver can be
+//! restarted ([`ControlPlane::restart_apiserver`]) or killed outright
+//! ([`ControlPlane::kill_apiserver`]): the supervisor starts it again on
+//! the same etcd, port and certificates.
 //!
 //! Without `go` (and without a built binary) the tests print a skip note
 //! and return, unless `WINFLEET_REQUIRE_CONTROLPLANE=1` (CI), which makes
@@ -253,6 +256,28 @@ impl ControlPlane {
         assert_eq!(line.as_deref(), Ok("restarted"), "kube-apiserver did not come back");
     }
 
+    /// Kills kube-apiserver outright (SIGKILL, as the OOM killer or a
+    /// node failure would): every connection drops at once, nothing is
+    /// finished. The supervisor starts it again on the same etcd, port and
+    /// certificates; [`Self::wait_revived`] waits for that.
+    pub fn kill_apiserver(&self) {
+        assert!(self.apiserver_killer().kill_once(), "kube-apiserver was killed");
+    }
+
+    /// A handle that kills kube-apiserver once, from any thread (a watch
+    /// task, a round's callback).
+    pub fn apiserver_killer(&self) -> ApiServerKiller {
+        ApiServerKiller { pid_file: self.dir.join("kube-apiserver.pid"), killed: Default::default() }
+    }
+
+    /// Waits until the supervisor has kube-apiserver ready again after
+    /// [`Self::kill_apiserver`].
+    pub async fn wait_revived(&self) {
+        let lines = &self.lines;
+        let line = tokio::task::block_in_place(|| lines.recv_timeout(READY_TIMEOUT));
+        assert_eq!(line.as_deref(), Ok("revived"), "kube-apiserver did not come back after it was killed");
+    }
+
     /// The end of a component's log (kube-apiserver.log, kube-controller-manager.log, etcd.log).
     pub fn log_tail(&self, file: &str, lines: usize) -> String {
         tail(&self.dir.join(file), lines)
@@ -279,6 +304,32 @@ impl ControlPlane {
             json!({"apiVersion": api_version, "kind": kind, "metadata": {"name": name, "namespace": namespace}});
         let (api, _) = dynamic_api(&self.client, &probe).await;
         api.get_opt(name).await.unwrap().map(|o| serde_json::to_value(o).unwrap())
+    }
+}
+
+/// Kills the control plane's kube-apiserver once ([`ControlPlane::apiserver_killer`]).
+#[derive(Clone)]
+pub struct ApiServerKiller {
+    pid_file: PathBuf,
+    killed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl ApiServerKiller {
+    /// SIGKILLs kube-apiserver unless this handle (or a clone) already
+    /// did; whether this call killed it.
+    pub fn kill_once(&self) -> bool {
+        if self.killed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return false;
+        }
+        let pid = std::fs::read_to_string(&self.pid_file).unwrap();
+        let status = Command::new("kill").args(["-KILL", pid.trim()]).status().unwrap();
+        assert!(status.success(), "kill -KILL {}", pid.trim());
+        true
+    }
+
+    /// Whether it was killed.
+    pub fn killed(&self) -> bool {
+        self.killed.load(std::sync::atomic::Ordering::SeqCst)
     }
 }
 

@@ -18,6 +18,7 @@ use crate::daemon::triggers::schedule::{Schedule, Work};
 use crate::desired::kinds::fleet::DriftMode;
 use crate::desired::model::{Desired, Instance};
 use crate::engine::host::SshHost;
+use crate::reconcile::report::ClusterReport;
 use crate::reconcile::{self, Options, left_configured};
 use crate::status::redact;
 
@@ -99,6 +100,7 @@ impl Daemon {
             stop: stop.clone(),
             payload: self.payload.state().await,
             join: JoinOptions { max_parallel: 0, ..self.config.join },
+            events: self.events.clone(),
         };
         let host = SshHost { pool: &self.pool };
         self.status.refresh_secrets();
@@ -123,8 +125,16 @@ impl Daemon {
             self.status.set_left(left_configured::probe(&self.pool, desired, &left, parallel).await);
         }
         let applied_at = Instant::now();
-        let (changed, failed) = self.after_round(&report, kind, schedule, suspended.is_some());
-        let result = if failed > 0 { "failed" } else { "succeeded" };
+        let changed = self.after_round(&report, kind, schedule, suspended.is_some());
+        // The verdict is `apply`'s exit status: a failed join, a write the
+        // API refused or a cluster that could not be read fail the round as
+        // a node does (the alert on failed rounds counts them).
+        let cluster_failures = report.cluster.as_ref().map(ClusterReport::failures).unwrap_or_default();
+        for failure in &cluster_failures {
+            tracing::warn!("cluster: {}", redact(failure, self.status.secrets()));
+        }
+        let failed = report.nodes.iter().filter(|n| n.failed()).count() + cluster_failures.len();
+        let result = if report.failed() { "failed" } else { "succeeded" };
         self.metrics.round_finished(result, started.elapsed());
         let traffic = self.pool.activity.traffic() - traffic;
         self.metrics.ssh_traffic(traffic);
@@ -132,7 +142,7 @@ impl Daemon {
             format!("{} connections, {} channels, {} scripts", traffic.connections, traffic.channels, traffic.scripts);
         let seconds = started.elapsed().as_secs_f64();
         let (revision_short, nodes) = (short(&revision), report.nodes.len());
-        if failed > 0 {
+        if report.failed() {
             tracing::warn!(kind = ?kind, revision = %revision_short, nodes, changed, failed, seconds, %ssh, "round finished with failures");
         } else {
             tracing::info!(kind = ?kind, revision = %revision_short, nodes, changed, failed, seconds, %ssh, "round finished");

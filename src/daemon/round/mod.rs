@@ -21,6 +21,7 @@ use super::Config;
 use super::report::StatusWriter;
 use super::source::Source;
 use crate::cluster::connect::Cluster;
+use crate::cluster::events::Backlog;
 use crate::daemon::http::metrics::Metrics;
 use crate::daemon::round::payload::PayloadCache;
 use crate::daemon::triggers::schedule::{Schedule, Work};
@@ -58,7 +59,11 @@ pub struct RoundRecord {
     pub nodes: usize,
     /// Nodes it changed (or, in a dry run, found changes on).
     pub changed: usize,
-    /// Nodes that failed.
+    /// What failed: nodes (a node the round did not finish included), and
+    /// each failure of the cluster part (a join, a write, a reboot, a
+    /// cluster that could not be read). Above zero exactly when
+    /// [`crate::reconcile::report::RoundReport::failed`] is, `apply`'s exit
+    /// status 1: the round is counted `failed`.
     pub failed: usize,
     /// The earliest webhook delivery that led to it.
     pub webhook_received: Option<Instant>,
@@ -98,6 +103,8 @@ pub struct Daemon {
     suspension: crate::daemon::leadership::suspend::Suspension,
     /// The payload last read from `--payload-dir`.
     payload: PayloadCache,
+    /// Events the API server could not take yet, kept between rounds.
+    events: Backlog,
 }
 
 impl Daemon {
@@ -139,6 +146,7 @@ impl Daemon {
             status,
             payload,
             suspension: crate::daemon::leadership::suspend::Suspension::new(),
+            events: Backlog::default(),
         }
     }
 

@@ -73,22 +73,21 @@ impl Daemon {
         self.applied = Some(Applied { revision, desired: Arc::new(desired) });
     }
 
-    /// Back-off per node and the metrics of a round; (changed, failed).
+    /// Back-off per node and the metrics of a round; the nodes changed.
     pub(super) fn after_round(
         &self,
         report: &RoundReport,
         kind: RoundKind,
         schedule: &mut Schedule,
         suspended: bool,
-    ) -> (usize, usize) {
+    ) -> usize {
         let now = Instant::now();
         let warn = suspended || self.applied.as_ref().is_some_and(|a| a.desired.fleet.drift_mode == DriftMode::Warn);
         for (address, outcome) in node_outcomes(report, kind == RoundKind::Drift || suspended, warn) {
             schedule.node_done(address, outcome, now);
         }
         let processed = report.nodes.iter().filter(|n| !matches!(n.result, NodeResult::Pending));
-        let changed = processed.clone().filter(|n| n.has_changes()).count();
-        let failed = processed.filter(|n| n.failed()).count();
+        let changed = processed.filter(|n| n.has_changes()).count();
         for node in &report.nodes {
             if let NodeResult::Failed { stage, .. } = &node.result {
                 self.metrics.ssh_error(stage.name());
@@ -111,7 +110,7 @@ impl Daemon {
             .map(String::as_str)
             .collect();
         schedule.retain(|a| addresses.contains(a));
-        (changed, failed)
+        changed
     }
 
     /// Writes the status files for this round; the commit, when they changed.

@@ -142,7 +142,7 @@ impl Daemon {
         if let (Some(cluster), Some((namespace, pod))) = (&self.cluster, &self.config.pod) {
             let why = why.strip_prefix("signature: ").unwrap_or(why);
             let note = format!("revision {} is not applied: {why}", short(revision));
-            Events::new(cluster.client.clone())
+            Events::with_backlog(cluster.client.clone(), self.events.clone())
                 .publish(Regarding::Pod(namespace, pod), Reason::RevisionUntrusted, note)
                 .await;
         }

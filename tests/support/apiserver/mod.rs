@@ -94,6 +94,8 @@
 //!   must not call back into the ApiServer.
 //!
 //! # Test helpers
+//! `set_down` takes the server away and brings it back, `before_request`
+//! runs a closure before a request is served (`outage.rs`).
 //! `seed` creates objects (manager "seed"; no admission; not in history).
 //! `update` / `delete` are out-of-band writes (the kubelet, a user): they
 //! bump the resourceVersion, emit watch events and go into history with
@@ -107,6 +109,7 @@ pub mod fixtures;
 pub mod identity;
 mod managed;
 mod ops;
+mod outage;
 mod resources;
 mod routes;
 mod scale;
@@ -157,6 +160,7 @@ pub(crate) type Hook = dyn Fn(&Admission) -> Option<String> + Send + Sync;
 #[derive(Clone)]
 pub struct ApiServer {
     state: Arc<Mutex<State>>,
+    outage: Arc<outage::Outage>,
 }
 
 impl Default for ApiServer {
@@ -251,16 +255,29 @@ impl ApiServer {
     }
 
     pub fn new() -> Self {
-        Self { state: Arc::new(Mutex::new(State::new())) }
+        Self { state: Arc::new(Mutex::new(State::new())), outage: Arc::default() }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// An in-process client (no IO; works under a paused clock).
+    /// An in-process client (no IO; works under a paused clock). While
+    /// the server is down ([`Self::set_down`]) its requests fail as a
+    /// connection to a dead server does.
     pub fn client(&self) -> kube::Client {
-        kube::Client::new(routes::router(self.clone()), "default")
+        use tower::ServiceExt;
+        let (server, router) = (self.clone(), routes::router(self.clone()));
+        let service = tower::service_fn(move |req: http::Request<kube::client::Body>| {
+            let (server, router) = (server.clone(), router.clone());
+            async move {
+                if server.outage.is_down() {
+                    return Err::<_, tower::BoxError>("connection refused: the API server is down".into());
+                }
+                router.oneshot(req).await.map_err(tower::BoxError::from)
+            }
+        });
+        kube::Client::new(service, "default")
     }
 
     /// The API as an axum Router (for raw requests with `tower::ServiceExt::oneshot`).

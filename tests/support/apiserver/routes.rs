@@ -37,6 +37,17 @@ fn error_response(e: &ApiError) -> Response {
 
 async fn handle(State(server): State<ApiServer>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
+    if server.outage.is_down() {
+        let body = json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": "the API server is down", "code": 503,
+        });
+        return json_response(503, &body);
+    }
+    let target = parts.uri.path_and_query().map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
+    for hook in server.outage.hooks() {
+        hook(&server, parts.method.as_str(), &target);
+    }
     if let Some(fault) = server.take_fault(parts.method.as_str(), parts.uri.path()) {
         let body = json!({
             "kind": "Status", "apiVersion": "v1", "status": "Failure",
