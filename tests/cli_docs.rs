@@ -113,7 +113,7 @@ fn the_man_page_has_exit_status_and_environment_sections() {
     let (code, page, err) = winfleet(&["man"]);
     assert_eq!(code, 0, "{err}");
     let exit = page.split(".SH \"EXIT STATUS\"").nth(1).expect("an EXIT STATUS section");
-    for code in ["0", "1", "2", "3"] {
+    for code in ["0", "1", "2", "3", "4"] {
         assert!(exit.contains(&format!("\\fB{code}\\fR")), "exit status {code}:\n{exit}");
     }
     let environment = page.split(".SH ENVIRONMENT").nth(1).expect("an ENVIRONMENT section");

@@ -5,9 +5,9 @@ use std::process::ExitCode;
 use super::{ApplyArgs, RoundFormat, live, output};
 
 pub fn run(args: &ApplyArgs) -> anyhow::Result<ExitCode> {
-    if let Err(why) = args.repo.verify.check(&args.repo.repo, args.repo.rev.as_deref())? {
-        output::error(&format!("untrusted: {why}"));
-        return Ok(ExitCode::from(1));
+    let repo = &args.repo;
+    if let Err(refused) = repo.verify.check(&repo.repo, repo.path.as_deref(), repo.rev.as_deref())? {
+        return Ok(refused.report(""));
     }
     let Some(report) =
         live::round(&args.repo.repo, args.repo.path.as_deref(), args.repo.rev.as_deref(), &args.round, args.dry_run)?

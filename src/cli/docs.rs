@@ -71,6 +71,12 @@ An error, a usage error, an invalid repository, or a round in which something fa
 \fB3\fR
 \fBstatus\fR: something is not Ready, the last round failed, the head revision is invalid,
 or the mass\-removal guard holds a deconfigure back.
+.TP
+\fB4\fR
+\fBvalidate\fR, \fBplan\fR, \fBrender\fR and \fBapply\fR with \fB\-\-trusted\-keys\fR and
+\fB\-\-verify\-mode all\-since\-last\-applied\fR but no \fB\-\-verify\-since\fR: the head is signed,
+the commits before it were not checked (the daemon reads the last applied revision back from its
+status branch; this command does not). An unsigned or untrusted commit exits 1.
 "#;
 
 /// The ENVIRONMENT section: every flag of `command` (and of its

@@ -9,9 +9,8 @@ use winfleet::plan::{Warning, json, markdown, offline, text};
 use super::{Format, PlanArgs, live, load, output, post};
 
 pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
-    if let Err(why) = args.verify.check(&args.repo, Some(&args.head))? {
-        output::error(&format!("untrusted: head revision {}: {why}", args.head));
-        return Ok(ExitCode::from(1));
+    if let Err(refused) = args.verify.check(&args.repo, args.path.as_deref(), Some(&args.head))? {
+        return Ok(refused.report(&format!("head revision {}: ", args.head)));
     }
     if args.live {
         return run_live(args);

@@ -20,9 +20,9 @@ use super::{RenderArgs, load, output};
 const MARKER: &str = ".winfleet-render";
 
 pub fn run(args: &RenderArgs) -> anyhow::Result<ExitCode> {
-    if let Err(why) = args.repo.verify.check(&args.repo.repo, args.repo.rev.as_deref())? {
-        output::error(&format!("untrusted: {why}"));
-        return Ok(ExitCode::from(1));
+    let repo = &args.repo;
+    if let Err(refused) = repo.verify.check(&repo.repo, repo.path.as_deref(), repo.rev.as_deref())? {
+        return Ok(refused.report(""));
     }
     let secret = args.pull_secret.as_deref().map(load::pull_secret).transpose()?;
     let loaded = load::load(&args.repo.repo, args.repo.path.as_deref(), args.repo.rev.as_deref(), secret.as_ref())?;

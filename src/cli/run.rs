@@ -43,14 +43,6 @@ pub struct RunArgs {
     /// Where status commits are pushed (default: --repo-url, or the checkout's origin).
     #[arg(long, value_name = "URL", env = "WINFLEET_STATUS_REPO_URL")]
     status_repo_url: Option<String>,
-    /// Author of status commits, "Name <email>".
-    #[arg(
-        long,
-        value_name = "AUTHOR",
-        env = "WINFLEET_STATUS_AUTHOR",
-        default_value = "winfleet <winfleet@localhost>"
-    )]
-    status_author: String,
     /// How often the source is checked without a webhook or file event (±5% jitter).
     #[arg(long, value_name = "DURATION", env = "WINFLEET_POLL_INTERVAL", default_value = "1m", value_parser = poll_interval)]
     poll_interval: Duration,
@@ -151,7 +143,7 @@ fn config(args: &RunArgs, has_cluster: bool) -> anyhow::Result<Config> {
     }
     let git_sync =
         args.git_sync_signal.as_deref().map(|signal| GitSyncSignal::new(signal, &args.git_sync_process)).transpose()?;
-    let (author_name, author_email) = author(&args.status_author)?;
+    let (author_name, author_email) = super::verify::author(&args.verify.status_author)?;
     let pull_secret = args.round.pull_secret.as_deref().map(load::pull_secret).transpose()?;
     let control_token = match &args.control_token_file {
         Some(file) => Some(ControlToken::from_file(file).map_err(anyhow::Error::msg)?),
@@ -201,16 +193,6 @@ fn hide_from_the_shared_process_namespace() {
     if let Err(errno) = nix::sys::prctl::set_dumpable(false) {
         tracing::warn!(error = %errno, "cannot mark the process not dumpable; the sidecar can read its /proc entries");
     }
-}
-
-/// "Name <email>".
-fn author(text: &str) -> anyhow::Result<(String, String)> {
-    let parsed = text
-        .split_once('<')
-        .and_then(|(name, rest)| Some((name.trim(), rest.strip_suffix('>')?.trim())))
-        .filter(|(name, email)| !name.is_empty() && email.contains('@'));
-    let Some((name, email)) = parsed else { bail!("--status-author {text:?} is not \"Name <email>\"") };
-    Ok((name.to_owned(), email.to_owned()))
 }
 
 /// The pod's namespace (service account mount), else `winfleet`.

@@ -5,9 +5,8 @@ use std::process::ExitCode;
 use super::{RepoArgs, load, output};
 
 pub fn run(args: &RepoArgs) -> anyhow::Result<ExitCode> {
-    if let Err(why) = args.verify.check(&args.repo, args.rev.as_deref())? {
-        output::error(&format!("untrusted: {why}"));
-        return Ok(ExitCode::from(1));
+    if let Err(refused) = args.verify.check(&args.repo, args.path.as_deref(), args.rev.as_deref())? {
+        return Ok(refused.report(""));
     }
     let loaded = load::load(&args.repo, args.path.as_deref(), args.rev.as_deref(), None)?;
     output::diagnostics(&loaded.diagnostics);

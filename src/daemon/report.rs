@@ -19,6 +19,19 @@ use crate::source::transport::GitAuth;
 use crate::status::publish::{self, Published, StatusCommit, StatusTarget};
 use crate::status::{self, RoundInput, Status};
 
+/// The last applied revision a status branch records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Recorded {
+    /// The revision; None when it records none.
+    pub revision: Option<String>,
+    /// The branch it was read from.
+    pub branch: String,
+    /// Whether the branch holds nothing but status: false when it also
+    /// holds the configuration (the status on the tracked branch), where
+    /// whoever pushes the configuration could write the record too.
+    pub only_status: bool,
+}
+
 /// Writes status after each round and remembers the last one written.
 pub struct StatusWriter {
     /// The repository status commits are built in.
@@ -42,6 +55,9 @@ pub struct StatusWriter {
     drifted: u64,
     /// This round's check of the hosts left configured, for the next write.
     left: Option<LeftProbe>,
+    /// Where status goes while nothing is in force: the newest head's
+    /// Fleet settings (the defaults until a head is loaded).
+    unapplied: FleetSettings,
 }
 
 /// Drift entries of statuses not pushed yet.
@@ -111,6 +127,7 @@ impl StatusWriter {
             unpushed: Unpushed::default(),
             drifted: 0,
             left: None,
+            unapplied: FleetSettings::default(),
         };
         writer.refresh_secrets();
         writer
@@ -140,8 +157,8 @@ impl StatusWriter {
     ) -> Option<String> {
         // The round may have read a rotated pull secret from the cluster.
         self.refresh_secrets();
-        let defaults = FleetSettings::default();
-        let fleet = applied.as_ref().map_or(&defaults, |(_, d)| &d.fleet);
+        let unapplied = self.unapplied.clone();
+        let fleet = applied.as_ref().map_or(&unapplied, |(_, d)| &d.fleet);
         let target = self.target(fleet);
         let previous = self.previous(&target).await;
         let instances: Vec<String> = applied.iter().flat_map(|(_, d)| d.instances.keys().cloned()).collect();
@@ -191,6 +208,12 @@ impl StatusWriter {
         }
     }
 
+    /// Where status goes while nothing is in force (a restart on a head
+    /// that may not be applied): where `fleet`, the head's, puts it.
+    pub fn place_unapplied(&mut self, fleet: &FleetSettings) {
+        self.unapplied = fleet.clone();
+    }
+
     /// The revision the status branch says was applied last.
     pub async fn last_applied(&mut self, fleet: &FleetSettings) -> Option<String> {
         let target = self.target(fleet);
@@ -198,18 +221,19 @@ impl StatusWriter {
     }
 
     /// The revision the status branch says was applied last, read from Git
-    /// (a status rendered and not pushed says nothing): Ok(None) when it
-    /// records none (or does not exist yet), Err when it cannot be read (no
-    /// status remote, the remote unreachable), never a guess.
-    pub async fn read_last_applied(&self, fleet: &FleetSettings) -> Result<Option<String>, String> {
+    /// (a status rendered and not pushed says nothing): Ok with no revision
+    /// when it records none (or does not exist yet), Err when it cannot be
+    /// read (no status remote, the remote unreachable), never a guess.
+    pub async fn read_last_applied(&self, fleet: &FleetSettings) -> Result<Recorded, String> {
         let target = self.target(fleet);
         if target.url.is_empty() {
             return Err("no status remote is configured".to_owned());
         }
         let branch = target.branch.clone();
-        let files = self.blocking(move |repo| publish::read_current(repo, &target).map_err(|e| e.to_string())).await;
-        let files = files.map_err(|e| format!("cannot read the status branch {branch}: {e}"))?;
-        Ok(status::from_files(&files).summary.last_applied_revision)
+        let read = self.blocking(move |repo| publish::read_branch(repo, &target).map_err(|e| e.to_string())).await;
+        let read = read.map_err(|e| format!("cannot read the status branch {branch}: {e}"))?;
+        let revision = status::from_files(&read.files).summary.last_applied_revision;
+        Ok(Recorded { revision, branch, only_status: read.only_status })
     }
 
     /// The revision last applied to an instance without failure, as the

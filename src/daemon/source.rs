@@ -9,7 +9,7 @@ use git2::{Oid, Repository};
 
 use crate::source::checkout::CheckoutSource;
 use crate::source::remote::{self, RemoteSource};
-use crate::source::signed::{self, Range, TrustedKeys};
+use crate::source::signed::{self, Range, StatusCommits, TrustedKeys};
 use crate::source::transport::GitAuth;
 use crate::source::{Snapshot, SourceError};
 
@@ -105,18 +105,21 @@ impl Source {
         })
     }
 
-    /// Checks the signatures of `range` up to `revision`: Ok with each
-    /// commit's signer, or Err with why the revision is not trusted.
+    /// Checks the signatures of `range` up to `revision`, passing over
+    /// winfleet's own `status` commits: Ok with each commit's signer, or
+    /// Err with why the revision is not trusted.
     pub fn verify(
         &self,
         keys: &TrustedKeys,
         revision: &str,
         range: Range,
+        status: &StatusCommits,
     ) -> Result<Result<Vec<String>, String>, SourceFailure> {
         let repo = self.repository()?;
         let git = |e: git2::Error| SourceFailure::Git(e.message().to_owned());
         let head = Oid::from_str(revision).map_err(git)?;
-        Ok(signed::verify_range(&repo, keys, head, range).map(|ok| ok.into_iter().map(|(_, who)| who).collect()))
+        let checked = signed::verify_range(&repo, keys, head, range, Some(status));
+        Ok(checked.map(|ok| ok.into_iter().map(|(_, who)| who).collect()))
     }
 
     /// Resolves `base` (a revision read back as the last applied one; `from`
@@ -128,6 +131,7 @@ impl Source {
         revision: &str,
         base: &str,
         from: &str,
+        status: &StatusCommits,
     ) -> Result<Result<Oid, String>, SourceFailure> {
         let repo = self.repository()?;
         let git = |e: git2::Error| SourceFailure::Git(e.message().to_owned());
@@ -140,14 +144,21 @@ impl Source {
                 short(revision)
             )));
         };
-        Ok(signed::check_base(&repo, keys, head, base, from).map(|()| base))
+        Ok(signed::check_base(&repo, keys, head, base, from, Some(status)).map(|()| base))
     }
 
-    /// Whether `revision` is signed by one of `keys`: Err with why not.
-    pub fn check_signed(&self, keys: &TrustedKeys, revision: &str) -> Result<Result<(), String>, SourceFailure> {
+    /// Whether `revision` (or, for one of winfleet's `status` commits, the
+    /// commit below it) is signed by one of `keys`: Err with why not.
+    pub fn check_signed(
+        &self,
+        keys: &TrustedKeys,
+        revision: &str,
+        status: &StatusCommits,
+    ) -> Result<Result<(), String>, SourceFailure> {
         let repo = self.repository()?;
         let git = |e: git2::Error| SourceFailure::Git(e.message().to_owned());
-        Ok(keys.check(&repo, Oid::from_str(revision).map_err(git)?).map(|_| ()))
+        let id = Oid::from_str(revision).map_err(git)?;
+        Ok(signed::check_vouched(&repo, keys, id, Some(status)).map(|_| ()))
     }
 
     /// Whether everything between `from` and `to` only touched `status_path`.

@@ -50,13 +50,18 @@ pub struct Loaded {
     pub desired: Option<Desired>,
     /// All findings, errors and warnings.
     pub diagnostics: Vec<Diagnostic>,
+    /// The status directory skipped as winfleet's own output (the single
+    /// Fleet's `spec.status.path`, else the default), valid or not: what
+    /// a commit may touch without changing what is applied.
+    pub status_path: String,
 }
 
 impl Loaded {
     /// A load that could not finish (an internal error, never bad input).
     fn failed() -> Self {
         let message = "internal error: loading this revision failed; please report it as a winfleet bug";
-        Loaded { desired: None, diagnostics: vec![Diagnostic::at("", 1, 1, message)] }
+        let diagnostics = vec![Diagnostic::at("", 1, 1, message)];
+        Loaded { desired: None, diagnostics, status_path: DEFAULT_STATUS_PATH.to_owned() }
     }
 
     /// Number of errors.
@@ -141,6 +146,7 @@ fn load_parsed(snapshot: &Snapshot, parsed: parse::Parsed<'_>, options: LoadOpti
         }
     }
     let status_path = status_path(&parsed);
+    fleets_in_status(&parsed, &status_path, &mut diagnostics);
     let mut documents = Documents::default();
     for (path, docs) in parsed {
         // The status directory is winfleet's own output, never configuration.
@@ -162,7 +168,7 @@ fn load_parsed(snapshot: &Snapshot, parsed: parse::Parsed<'_>, options: LoadOpti
     locate_all(snapshot, &mut diagnostics);
     diagnostic::sort(&mut diagnostics);
     let valid = !diagnostics.iter().any(Diagnostic::is_error);
-    Loaded { desired: desired.filter(|_| valid), diagnostics }
+    Loaded { desired: desired.filter(|_| valid), diagnostics, status_path }
 }
 
 /// Whether a repository path is read as configuration: YAML, not under a
@@ -205,6 +211,23 @@ fn status_path(parsed: &parse::Parsed<'_>) -> String {
         _ => None,
     };
     normalize_dir(path.unwrap_or(DEFAULT_STATUS_PATH))
+}
+
+/// A Fleet inside the status directory would be skipped as winfleet's
+/// output while deciding which directory that is: a commit touching only
+/// that directory (which needs no signature when it is winfleet's, see
+/// `source::signed::status_commits`) could then move it. An error.
+fn fleets_in_status(parsed: &parse::Parsed<'_>, status_path: &str, diagnostics: &mut Vec<Diagnostic>) {
+    for (path, docs) in parsed.iter().filter(|(path, _)| is_under(path, status_path)) {
+        let docs = docs.as_ref().map(Vec::as_slice).unwrap_or_default();
+        for (i, _) in docs.iter().enumerate().filter(|(_, d)| kinds::identify(d) == Ok(Kind::Fleet)) {
+            let message = format!(
+                "a Fleet in the status directory {status_path}/, which is winfleet's own output and never read as \
+                 configuration: move it out of spec.status.path"
+            );
+            diagnostics.push(Diagnostic::error(path, i, "", message));
+        }
+    }
 }
 
 /// `./status/` → `status`.

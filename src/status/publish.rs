@@ -190,23 +190,59 @@ pub fn publish_with(
 /// The status files on the branch now (to keep transition times across a
 /// restart); empty when the branch or the status directory is absent.
 pub fn read_current(repo: &Repository, target: &StatusTarget) -> Result<BTreeMap<String, Vec<u8>>, PublishError> {
-    tree::components(&target.path).map_err(|reason| PublishError::Path { path: target.path.clone(), reason })?;
-    let Some(tip) = fetch_tip(repo, target)? else { return Ok(BTreeMap::new()) };
+    read_branch(repo, target).map(|read| read.files)
+}
+
+/// What the status branch holds now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BranchFiles {
+    /// The status files, by path relative to the status directory.
+    pub files: BTreeMap<String, Vec<u8>>,
+    /// Whether the tip holds nothing but the status directory (a dedicated
+    /// status branch, or none yet): false when the status is on the
+    /// tracked branch, where anyone who pushes the configuration can write
+    /// it too.
+    pub only_status: bool,
+}
+
+/// The status files on the branch now, and whether it holds nothing else.
+pub fn read_branch(repo: &Repository, target: &StatusTarget) -> Result<BranchFiles, PublishError> {
+    let components =
+        tree::components(&target.path).map_err(|reason| PublishError::Path { path: target.path.clone(), reason })?;
+    let Some(tip) = fetch_tip(repo, target)? else {
+        return Ok(BranchFiles { only_status: true, ..BranchFiles::default() });
+    };
     let build = |e: git2::Error| PublishError::Build {
         branch: target.branch.clone(),
         context: "reading the status files",
         message: e.message().to_owned(),
     };
     let root = repo.find_commit(tip).and_then(|c| c.tree()).map_err(build)?;
+    let only_status = holds_only(repo, &root, &components);
     let entry = match root.get_path(Path::new(&target.path)) {
         Ok(entry) => entry,
-        Err(e) if e.code() == git2::ErrorCode::NotFound => return Ok(BTreeMap::new()),
+        Err(e) if e.code() == git2::ErrorCode::NotFound => {
+            return Ok(BranchFiles { files: BTreeMap::new(), only_status });
+        }
         Err(e) => return Err(build(e)),
     };
-    match entry.to_object(repo).map_err(build)?.into_tree() {
-        Ok(dir) => tree::read_files(repo, &dir).map_err(build),
-        Err(_) => Ok(BTreeMap::new()),
+    let files = match entry.to_object(repo).map_err(build)?.into_tree() {
+        Ok(dir) => tree::read_files(repo, &dir).map_err(build)?,
+        Err(_) => BTreeMap::new(),
+    };
+    Ok(BranchFiles { files, only_status })
+}
+
+/// Whether `root` holds nothing but the directory `components` names
+/// (each level one entry, the next component).
+fn holds_only(repo: &Repository, root: &git2::Tree<'_>, components: &[&str]) -> bool {
+    let Some((first, rest)) = components.split_first() else { return true };
+    let only = root.len() == 1 && root.get(0).is_some_and(|e| e.name_bytes() == first.as_bytes());
+    if !only || rest.is_empty() {
+        return only;
     }
+    let below = root.get(0).and_then(|e| e.to_object(repo).ok()).and_then(|o| o.into_tree().ok());
+    below.is_some_and(|tree| holds_only(repo, &tree, rest))
 }
 
 /// The branch tip on the remote, its objects fetched into the cache when

@@ -157,5 +157,6 @@ pub mod powershell;
 pub mod powershell_standin;
 pub mod registry;
 pub mod remote;
+pub mod signing;
 pub mod status;
 pub mod systemd_unit;

@@ -99,6 +99,8 @@ pub struct Daemon {
     /// last revision applied after its check, or the one read back and
     /// checked (`--verify-since`, the status branch); None until then.
     verified_since: Option<String>,
+    /// Where the newest head loaded puts its status (the defaults until one is).
+    head_status: verify::HeadStatus,
     status: StatusWriter,
     suspension: crate::daemon::leadership::suspend::Suspension,
     /// The payload last read from `--payload-dir`.
@@ -143,6 +145,7 @@ impl Daemon {
             attempted: None,
             invalid: Vec::new(),
             verified_since: None,
+            head_status: verify::HeadStatus::default(),
             status,
             payload,
             suspension: crate::daemon::leadership::suspend::Suspension::new(),

@@ -13,7 +13,6 @@ use crate::cluster::rollout::{RebootResult, RebootStage};
 use crate::daemon::source::short;
 use crate::daemon::triggers::schedule::{Schedule, Work, node_outcomes};
 use crate::desired::kinds::fleet::DriftMode;
-use crate::desired::model::FleetSettings;
 use crate::engine::report::NodeResult;
 use crate::reconcile::report::RoundReport;
 
@@ -57,10 +56,11 @@ impl Daemon {
     }
 
     /// After a restart on an invalid head: the last applied revision the
-    /// status branch records, when it can still be read and is valid (and,
+    /// status branch the head's Fleet configures records, when it can still be read and is valid (and,
     /// when signatures are required, signed by a trusted key).
     pub(super) async fn recover_applied(&mut self) {
-        let Some(revision) = self.status.last_applied(&FleetSettings::default()).await else { return };
+        let fleet = self.head_status.fleet.clone();
+        let Some(revision) = self.status.last_applied(&fleet).await else { return };
         if !self.trusted_in_force(&revision).await {
             return;
         }

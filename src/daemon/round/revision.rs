@@ -92,6 +92,16 @@ impl Daemon {
         self.seen = Some(revision.clone());
         self.attempted = Some(revision.clone());
         let started = Instant::now();
+        // Loaded before its signatures are checked (loading is pure and
+        // applies nothing): its Fleet says where its status is, and so which
+        // commits are winfleet's own and which status branch to read back.
+        let Some(loaded) = self.load(&revision).await else {
+            // Not the commit's fault: try again on the next check.
+            self.seen = None;
+            return None;
+        };
+        self.head_status = super::verify::HeadStatus::of(&loaded);
+        self.status.place_unapplied(&self.head_status.fleet);
         if let Some(refusal) = self.untrusted(&revision).await {
             let record = self.reject(revision, vec![refusal.why], started, schedule, work).await;
             if refusal.retry {
@@ -100,11 +110,6 @@ impl Daemon {
             }
             return Some(record);
         }
-        let Some(loaded) = self.load(&revision).await else {
-            // Not the commit's fault: try again on the next check.
-            self.seen = None;
-            return None;
-        };
         let Some(desired) = loaded.desired else {
             let errors = loaded.diagnostics.iter().filter(|d| d.is_error()).map(ToString::to_string).collect();
             return Some(self.reject(revision, errors, started, schedule, work).await);

@@ -10,14 +10,24 @@
 //! applied, so the whole history is checked; one that cannot be read means
 //! nothing is applied (issue 23: checking only the head there let a signed
 //! merge bring in an unsigned commit).
+//!
+//! The status branch is the one the head's Fleet configures, and
+//! winfleet's own status commits are passed over in every mode
+//! ([`StatusCommits`], issue 35): with the status on the tracked branch
+//! they land between the signed commits. There the record is not believed
+//! either: whoever pushes the configuration could write it, so after a
+//! restart the whole history is checked unless `--verify-since` names
+//! where to start.
 
 use git2::Oid;
 
 use super::Daemon;
 use crate::cluster::events::{Events, Reason, Regarding};
+use crate::daemon::report::Recorded;
 use crate::daemon::source::short;
+use crate::desired::Loaded;
 use crate::desired::model::FleetSettings;
-use crate::source::signed::{Policy, Range, VerifyMode};
+use crate::source::signed::{Policy, Range, StatusCommits, VerifyMode};
 
 /// Where `--verify-since` comes from, in messages.
 const FROM_FLAG: &str = "--verify-since";
@@ -51,19 +61,53 @@ pub(super) enum Start {
         /// `--verify-since`, or the status branch.
         from: &'static str,
     },
-    /// The whole history: nothing was ever applied.
-    History,
+    /// The whole history: nothing was ever applied, or the record cannot
+    /// be believed; why.
+    History(String),
     /// Unknown: nothing may be applied; why.
     Unknown(String),
 }
 
 /// Where the check starts when the status branch says `recorded` (read
 /// only without `--verify-since`). Pure.
-pub(super) fn start(recorded: Result<Option<String>, String>) -> Start {
+pub(super) fn start(recorded: Result<Recorded, String>) -> Start {
     match recorded {
-        Ok(Some(revision)) => Start::After { revision, from: FROM_STATUS },
-        Ok(None) => Start::History,
+        Ok(Recorded { revision: Some(revision), only_status: true, .. }) => {
+            Start::After { revision, from: FROM_STATUS }
+        }
+        Ok(Recorded { revision: Some(_), only_status: false, branch }) => Start::History(format!(
+            "the status branch {branch} also holds the configuration, so whoever pushes there could write its \
+             lastAppliedRevision: every commit of the history but winfleet's status commits must be signed \
+             (--verify-since names where to start)"
+        )),
+        Ok(Recorded { revision: None, branch, .. }) => Start::History(format!(
+            "the status branch {branch} records no applied revision: every commit of the history must be signed"
+        )),
         Err(e) => Start::Unknown(format!("the last applied revision cannot be read back from the status branch ({e})")),
+    }
+}
+
+/// Where the head being verified puts its status: its Fleet's settings
+/// (the defaults when it is invalid) and the directory its loader skips.
+#[derive(Clone, Debug)]
+pub(super) struct HeadStatus {
+    /// The status branch and directory, as winfleet writes them.
+    pub fleet: FleetSettings,
+    /// The directory the loader skipped.
+    pub skipped: String,
+}
+
+impl HeadStatus {
+    /// The head's, from its load.
+    pub fn of(loaded: &Loaded) -> Self {
+        let fleet = loaded.desired.as_ref().map(|d| d.fleet.clone()).unwrap_or_default();
+        Self { fleet, skipped: loaded.status_path.clone() }
+    }
+}
+
+impl Default for HeadStatus {
+    fn default() -> Self {
+        Self { fleet: FleetSettings::default(), skipped: crate::desired::DEFAULT_STATUS_PATH.to_owned() }
     }
 }
 
@@ -79,8 +123,8 @@ impl Daemon {
                 return Some(refusal);
             }
         };
-        let (keys, rev) = (policy.keys, revision.to_owned());
-        match self.git("verifying signatures", move |source| source.verify(&keys, &rev, range)).await {
+        let (keys, rev, status) = (policy.keys, revision.to_owned(), self.status_commits());
+        match self.git("verifying signatures", move |source| source.verify(&keys, &rev, range, &status)).await {
             Ok(Ok(signers)) => {
                 tracing::info!(revision = %short(revision), signed_by = %signers.join(", "), "signature verified");
                 None
@@ -104,27 +148,27 @@ impl Daemon {
         }
         // The admin's word comes first: --verify-since is how a daemon that
         // cannot read the status branch (or must not believe it) is told.
-        // The status branch is read where the Fleet's defaults put it: the
-        // head, not verified yet, is not loaded to find out.
+        // The status branch is read where the head's Fleet puts it (the
+        // head was loaded, not applied: loading is pure).
         let start = match &policy.since {
             Some(revision) => Start::After { revision: revision.clone(), from: FROM_FLAG },
-            None => start(self.status.read_last_applied(&FleetSettings::default()).await),
+            None => start(self.status.read_last_applied(&self.head_status.fleet).await),
         };
         let (base, from) = match start {
             Start::After { revision, from } => (revision, from),
-            Start::History => {
-                tracing::warn!(
-                    "the status branch records no applied revision: every commit of the history must be signed"
-                );
+            Start::History(why) => {
+                tracing::warn!("{why}");
                 return Ok(Range::History);
             }
             Start::Unknown(why) => {
                 return Err(Refusal { why: format!("signature: {why}; {UNTIL_READ}"), retry: true });
             }
         };
-        let (keys, head) = (policy.keys.clone(), revision.to_owned());
+        let (keys, head, status) = (policy.keys.clone(), revision.to_owned(), self.status_commits());
         let checked = self
-            .git("checking the last applied revision", move |source| source.check_base(&keys, &head, &base, from))
+            .git("checking the last applied revision", move |source| {
+                source.check_base(&keys, &head, &base, from, &status)
+            })
             .await;
         match checked {
             Ok(Ok(id)) => {
@@ -134,6 +178,16 @@ impl Daemon {
             }
             Ok(Err(why)) => Err(Refusal { why: format!("signature: {why}; {UNTIL_NAMED}"), retry: false }),
             Err(e) => Err(Refusal { why: format!("signature: cannot be verified: {e}"), retry: true }),
+        }
+    }
+
+    /// How winfleet's own status commits are told, for the head in hand.
+    fn status_commits(&self) -> StatusCommits {
+        StatusCommits {
+            path: self.head_status.skipped.clone(),
+            selected: self.config.path.clone(),
+            author_name: self.config.author_name.clone(),
+            author_email: self.config.author_email.clone(),
         }
     }
 
@@ -150,11 +204,25 @@ impl Daemon {
 
     /// Whether `revision`, read back from the status branch to stay in
     /// force, is signed by a trusted key (when keys are required): the
-    /// status branch alone must not put a revision in force.
+    /// status branch alone must not put a revision in force, nor a record
+    /// on a branch that also holds the configuration (whoever pushes there
+    /// could have named any signed revision, one that brought in an
+    /// unsigned commit included).
     pub(super) async fn trusted_in_force(&self, revision: &str) -> bool {
         let Some(policy) = self.config.verify.clone() else { return true };
-        let rev = revision.to_owned();
-        match self.git("verifying signatures", move |source| source.check_signed(&policy.keys, &rev)).await {
+        match self.status.read_last_applied(&self.head_status.fleet).await {
+            Ok(recorded) if recorded.only_status => {}
+            Ok(recorded) => {
+                tracing::warn!(branch = %recorded.branch, "the status branch also holds the configuration, so its lastAppliedRevision is not kept in force");
+                return false;
+            }
+            Err(why) => {
+                tracing::warn!(%why, "the last applied revision cannot be read back; nothing is in force");
+                return false;
+            }
+        }
+        let (rev, status) = (revision.to_owned(), self.status_commits());
+        match self.git("verifying signatures", move |source| source.check_signed(&policy.keys, &rev, &status)).await {
             Ok(Ok(())) => true,
             Ok(Err(why)) | Err(why) => {
                 tracing::warn!(revision = %short(revision), %why, "the last applied revision the status branch records is not trusted; nothing is in force");
@@ -168,11 +236,21 @@ impl Daemon {
 mod tests {
     use super::*;
 
+    fn recorded(revision: Option<&str>, only_status: bool) -> Result<Recorded, String> {
+        Ok(Recorded { revision: revision.map(str::to_owned), branch: "winfleet/status".into(), only_status })
+    }
+
     #[test]
     fn the_status_branchs_record_starts_the_check_and_no_record_means_the_whole_history() {
-        let recorded = start(Ok(Some("4b825dc".into())));
-        assert_eq!(recorded, Start::After { revision: "4b825dc".into(), from: FROM_STATUS });
-        assert_eq!(start(Ok(None)), Start::History);
+        let after = start(recorded(Some("4b825dc"), true));
+        assert_eq!(after, Start::After { revision: "4b825dc".into(), from: FROM_STATUS });
+        assert!(matches!(start(recorded(None, true)), Start::History(_)));
+    }
+
+    #[test]
+    fn issue_35_a_record_on_a_branch_that_also_holds_the_configuration_does_not_start_the_check() {
+        let Start::History(why) = start(recorded(Some("4b825dc"), false)) else { panic!("the whole history") };
+        assert!(why.contains("also holds the configuration") && why.contains("--verify-since"), "{why}");
     }
 
     #[test]

@@ -12,11 +12,14 @@
 //! (a mounted Secret), never from the repository being verified. Only the
 //! head is checked, as Flux does, unless every commit since the last
 //! applied one must be signed ([`VerifyMode::AllSinceLastApplied`]; which
-//! commits that is, is a [`Range`]). Nothing cryptographic is written here:
-//! parsing the allowed-signers format and choosing which commits to check is.
+//! commits that is, is a [`Range`]). winfleet's own status commits are
+//! passed over ([`status_commits`]): they cannot change what is applied.
+//! Nothing cryptographic is written here: parsing the allowed-signers
+//! format and choosing which commits to check is.
 
 pub mod allowed;
 mod openpgp;
+pub mod status_commits;
 
 use std::path::{Path, PathBuf};
 
@@ -25,6 +28,7 @@ use pgp::composed::SignedPublicKey;
 use ssh_key::{HashAlg, SshSig};
 
 use allowed::AllowedSigner;
+pub use status_commits::StatusCommits;
 
 /// Which commits must be signed.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -66,17 +70,6 @@ pub enum Range {
     Since(Oid),
     /// Every commit reachable from the head: nothing was applied before.
     History,
-}
-
-impl Range {
-    /// The range `mode` asks for, given the last applied revision (none:
-    /// the head alone, as outside the daemon without `--verify-since`).
-    pub fn of(mode: VerifyMode, last_applied: Option<Oid>) -> Self {
-        match (mode, last_applied) {
-            (VerifyMode::AllSinceLastApplied, Some(since)) => Range::Since(since),
-            _ => Range::Head,
-        }
-    }
 }
 
 /// The keys whose signatures are trusted.
@@ -194,34 +187,23 @@ fn is_hidden(path: &Path) -> bool {
     path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.'))
 }
 
-/// Checks the commits `mode` asks for, up to `head`: each commit's signer,
-/// or the first refusal. With [`VerifyMode::AllSinceLastApplied`] and a
-/// last applied commit, every commit reachable from `head` and not from it
-/// is checked; otherwise the head alone.
-pub fn verify(
-    repo: &Repository,
-    keys: &TrustedKeys,
-    head: Oid,
-    mode: VerifyMode,
-    last_applied: Option<Oid>,
-) -> Result<Vec<(Oid, String)>, String> {
-    verify_range(repo, keys, head, Range::of(mode, last_applied))
-}
-
-/// Checks every commit of `range` up to `head`: each commit's signer, or
-/// the first refusal.
+/// Checks every commit of `range` up to `head` but winfleet's own status
+/// commits (`status`, when the status may be on the tracked branch; a head
+/// that is one is vouched for by the commit below it): each commit's
+/// signer, or the first refusal.
 pub fn verify_range(
     repo: &Repository,
     keys: &TrustedKeys,
     head: Oid,
     range: Range,
+    status: Option<&StatusCommits>,
 ) -> Result<Vec<(Oid, String)>, String> {
-    let commits = commits(repo, head, range)?;
+    let commits = commits(repo, head, range, status)?;
     let untrusted = |why: String| {
         let why = format!("{why}; only commits signed by a trusted key are applied (trusted: {})", keys.describe());
         match range {
             Range::History => format!(
-                "{why}; nothing was applied before, so every commit of the history was checked \
+                "{why}; no trusted record of the last applied revision, so every commit of the history was checked \
                  (--verify-since names the last trusted revision)"
             ),
             Range::Head | Range::Since(_) => why,
@@ -230,11 +212,33 @@ pub fn verify_range(
     commits.into_iter().map(|id| keys.check(repo, id).map(|signer| (id, signer)).map_err(untrusted)).collect()
 }
 
-/// The commits of `range` up to `head`, newest first.
-fn commits(repo: &Repository, head: Oid, range: Range) -> Result<Vec<Oid>, String> {
+/// Who signed the commit that vouches for `id` ([`StatusCommits::vouching`]:
+/// `id`, or the first commit below winfleet's status commits), or why it is
+/// not trusted.
+pub fn check_vouched(
+    repo: &Repository,
+    keys: &TrustedKeys,
+    id: Oid,
+    status: Option<&StatusCommits>,
+) -> Result<String, String> {
+    let id = match status {
+        Some(status) => status.vouching(repo, id)?,
+        None => id,
+    };
+    keys.check(repo, id)
+}
+
+/// The commits of `range` up to `head` that must be signed, newest first:
+/// winfleet's status commits left out (the head alone: the one vouching
+/// for it).
+fn commits(repo: &Repository, head: Oid, range: Range, status: Option<&StatusCommits>) -> Result<Vec<Oid>, String> {
+    let vouching = |id: Oid| match status {
+        Some(status) => status.vouching(repo, id),
+        None => Ok(id),
+    };
     let hide = match range {
-        Range::Head => return Ok(vec![head]),
-        Range::Since(since) if since == head => return Ok(vec![head]),
+        Range::Head => return Ok(vec![vouching(head)?]),
+        Range::Since(since) if since == head => return Ok(vec![vouching(head)?]),
         Range::Since(since) => Some(since),
         Range::History => None,
     };
@@ -244,15 +248,34 @@ fn commits(repo: &Repository, head: Oid, range: Range) -> Result<Vec<Oid>, Strin
     if let Some(since) = hide {
         walk.hide(since).map_err(|e| format!("the last applied revision {}: {}", short(since), e.message()))?;
     }
-    walk.collect::<Result<Vec<Oid>, _>>().map_err(git)
+    let mut checked = Vec::new();
+    for id in walk {
+        let id = id.map_err(git)?;
+        let passed_over = match status {
+            Some(status) => status.is_one(repo, id)?,
+            None => false,
+        };
+        if !passed_over {
+            checked.push(id);
+        }
+    }
+    Ok(checked)
 }
 
 /// Whether `base`, read back as the last applied revision (`from` says
 /// where: the status branch, `--verify-since`), may start the range of
 /// commits checked up to `head`: a commit of the head's history (else which
 /// commits are new cannot be told) signed by a trusted key (every applied
-/// head was). Err says why not.
-pub fn check_base(repo: &Repository, keys: &TrustedKeys, head: Oid, base: Oid, from: &str) -> Result<(), String> {
+/// head was, or, for one of winfleet's status commits applied after a
+/// restart, the commit below it: [`check_vouched`]). Err says why not.
+pub fn check_base(
+    repo: &Repository,
+    keys: &TrustedKeys,
+    head: Oid,
+    base: Oid,
+    from: &str,
+    status: Option<&StatusCommits>,
+) -> Result<(), String> {
     let named = format!("the last applied revision {} ({from})", short(base));
     let ancestor = base == head || repo.graph_descendant_of(head, base).unwrap_or(false);
     if !ancestor {
@@ -261,7 +284,9 @@ pub fn check_base(repo: &Repository, keys: &TrustedKeys, head: Oid, base: Oid, f
             short(head)
         ));
     }
-    keys.check(repo, base).map(|_| ()).map_err(|why| format!("{named} is not signed by a trusted key: {why}"))
+    check_vouched(repo, keys, base, status)
+        .map(|_| ())
+        .map_err(|why| format!("{named} is not signed by a trusted key: {why}"))
 }
 
 /// The short form of a commit id.
