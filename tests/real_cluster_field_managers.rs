@@ -1,7 +1,8 @@
 //! Issue 35, item 13: every write of winfleet's names its field manager,
 //! `winfleet`, and its client sends `User-Agent: winfleet/<version>`. On a
 //! real kube-apiserver v1.37.2, with deploy/'s identity: `winfleet apply
-//! --once` writes a MachineSet, the Windows node monitoring objects, its
+//! --once` writes a MachineSet, the windows-user-data Secret, the Windows
+//! node monitoring objects, its
 //! namespace's monitoring label and the cluster-disagrees annotation, and
 //! Events; the leader election writes its Lease. Then every object of the
 //! kinds winfleet writes is listed and none has a manager `unknown` (what
@@ -112,6 +113,7 @@ async fn every_object_winfleet_writes_names_winfleet_as_its_field_manager() {
         "Lease winfleet/winfleet-leader",
         "MachineSet openshift-machine-api/winb",
         "Service winfleet/windows-exporter",
+        "Secret openshift-machine-api/windows-user-data",
         "Event openshift-machine-api/winb.",
         "Event default/cluster.",
     ] {
