@@ -2,9 +2,9 @@
 //! `winfleet`, and its client sends `User-Agent: winfleet/<version>`. On a
 //! real kube-apiserver v1.37.2, with deploy/'s identity: `winfleet apply
 //! --once` writes a MachineSet, the windows-user-data Secret, the Windows
-//! node monitoring objects, its
-//! namespace's monitoring label and the cluster-disagrees annotation, and
-//! Events; the leader election writes its Lease. Then every object of the
+//! node monitoring objects, its namespace's monitoring label and the
+//! cluster-disagrees annotation, and Events; the leader election writes its
+//! Lease. Then every object of the
 //! kinds winfleet writes is listed and none has a manager `unknown` (what
 //! the API server records for a write that names no manager and sends no
 //! User-Agent). The tests' own clients send `winfleet-test/0`
