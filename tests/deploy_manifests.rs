@@ -153,6 +153,7 @@ fn check_common(variant: &str, objects: &[Value]) -> Value {
     assert_eq!(probe("readinessProbe"), (json!("/readyz"), json!("metrics")), "{variant}");
     check_token_isolation(variant, &deployment);
     check_pod_events(variant, objects);
+    check_admission_policies(variant, objects);
     deployment
 }
 
@@ -268,6 +269,33 @@ fn check_pod_events(variant: &str, objects: &[Value]) {
     assert_eq!(binding["roleRef"]["name"], "winfleet-pod-events", "{variant}");
     let subject = json!([{"kind": "ServiceAccount", "name": "winfleet", "namespace": "winfleet"}]);
     assert_eq!(binding["subjects"], subject, "{variant}");
+}
+
+/// Every admission policy (base/admission.yaml) judges winfleet's
+/// ServiceAccount alone, fails closed and has its binding, which denies
+/// (tests/real_cluster_admission.rs proves each rule on a real API server).
+fn check_admission_policies(variant: &str, objects: &[Value]) {
+    let policies: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "ValidatingAdmissionPolicy").collect();
+    let names: Vec<&str> = policies.iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
+    // kustomize sorts them by name.
+    let expected = [
+        "winfleet-namespace",
+        "winfleet-own-objects",
+        "winfleet-secrets",
+        "winfleet-windows-machines",
+        "winfleet-windows-nodes",
+    ];
+    assert_eq!(names, expected, "{variant}");
+    let only_winfleet = json!([{"name": "winfleet-service-account",
+        "expression": "request.userInfo.username == 'system:serviceaccount:winfleet:winfleet'"}]);
+    for policy in policies {
+        let name = policy["metadata"]["name"].as_str().unwrap();
+        assert_eq!(policy["spec"]["matchConditions"], only_winfleet, "{variant}: {name} judges winfleet alone");
+        assert_eq!(policy["spec"]["failurePolicy"], "Fail", "{variant}: {name} fails closed");
+        let binding = find(objects, "ValidatingAdmissionPolicyBinding", name);
+        assert_eq!(binding["spec"]["policyName"], name, "{variant}");
+        assert_eq!(binding["spec"]["validationActions"], json!(["Deny"]), "{variant}: {name}");
+    }
 }
 
 /// The git-sync layout: git-sync's signal is winfleet's, and they can see

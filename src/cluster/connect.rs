@@ -14,6 +14,9 @@ use kube::config::{Config, KubeConfigOptions, Kubeconfig};
 use tower::buffer::BufferLayer;
 use tower::retry::{Policy, RetryLayer};
 
+/// The User-Agent of every request: `winfleet/<version>`.
+pub const USER_AGENT: &str = concat!("winfleet/", env!("CARGO_PKG_VERSION"));
+
 /// Where the cluster is, as the command line says it.
 #[derive(Clone, Debug, Default)]
 pub struct ClusterConfig {
@@ -77,6 +80,10 @@ pub async fn connect(config: &ClusterConfig) -> Result<Option<Cluster>, ConnectE
     // Reads and watches are retried here instead: bounded, with jitter,
     // honouring Retry-After.
     kube_config.default_retry = false;
+    // Every request says who sends it (audit logs, API priority and
+    // fairness, and the field manager the API server derives for a write
+    // that names none, which would otherwise be `unknown`).
+    kube_config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(USER_AGENT)));
     let url = kube_config.cluster_url.to_string();
     let builder = ClientBuilder::try_from(kube_config).map_err(|e| ConnectError::Client(e.to_string()))?;
     // kube's service stack is not Clone; a buffer in front makes it so.

@@ -21,7 +21,7 @@ use std::sync::Mutex;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch};
 use serde::Serialize;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -252,7 +252,7 @@ pub async fn publish(client: &Client, events: &Events, cluster: &ClusterConfig, 
         *memory = Some(now.clone());
     }
     if let Some(patch) = memory_patch(stored.as_ref(), &now)
-        && let Err(e) = namespaces.patch(&namespace, &PatchParams::default(), &Patch::Merge(&patch)).await
+        && let Err(e) = namespaces.patch(&namespace, &crate::cluster::patch_params(), &Patch::Merge(&patch)).await
     {
         tracing::warn!(error = %super::apply::api_error(&e), "cannot remember the cluster's disagreements reported");
     }

@@ -118,7 +118,13 @@ pub async fn drain(
             }
             let namespace = pod.metadata.namespace.as_deref().unwrap_or("default");
             let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-            match api.evict(pod.metadata.name.as_deref().unwrap_or_default(), &EvictParams::default()).await {
+            match api
+                .evict(
+                    pod.metadata.name.as_deref().unwrap_or_default(),
+                    &EvictParams { post_options: crate::cluster::post_params(), ..EvictParams::default() },
+                )
+                .await
+            {
                 Ok(_) => {
                     evicted.insert(pod_uid);
                 }

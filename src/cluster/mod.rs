@@ -58,6 +58,18 @@ use crate::vocab::platform::Platform;
 
 /// The field manager of every winfleet write.
 pub const FIELD_MANAGER: &str = "winfleet";
+
+/// Patch options naming winfleet as the field manager (a merge patch that
+/// names none is recorded under the manager the API server derives from the
+/// User-Agent).
+pub fn patch_params() -> kube::api::PatchParams {
+    kube::api::PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..kube::api::PatchParams::default() }
+}
+
+/// Create and replace options naming winfleet as the field manager.
+pub fn post_params() -> kube::api::PostParams {
+    kube::api::PostParams { field_manager: Some(FIELD_MANAGER.into()), ..kube::api::PostParams::default() }
+}
 /// The label on every object winfleet creates; only such objects are pruned.
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "winfleet");
 /// Namespace of Machine API objects.

@@ -203,6 +203,8 @@ impl ControlPlane {
         )
         .await
         .unwrap();
+        let mut config = config;
+        config.headers.push(test_user_agent());
         let url = config.cluster_url.to_string().trim_end_matches('/').to_owned();
         let client = kube::Client::try_from(config).unwrap();
         Some(ControlPlane { url, kubeconfig, dir, client, child, lines, _tmp: tmp })
@@ -228,6 +230,7 @@ impl ControlPlane {
         let mut config = kube::Config::new(self.url.parse().unwrap());
         config.root_cert = Some(vec![pem_der(&self.ca_pem())]);
         config.auth_info.token = Some(token.to_owned().into());
+        config.headers.push(test_user_agent());
         config
     }
 
@@ -351,6 +354,14 @@ impl Drop for ControlPlane {
         quiet("-KILL");
         let _ = self.child.wait();
     }
+}
+
+/// The User-Agent of the tests' own clients: what they write is recorded
+/// under field manager `winfleet-test`, never `unknown`, so that a test can
+/// tell an unnamed write of winfleet's from its own
+/// (tests/real_cluster_field_managers.rs).
+fn test_user_agent() -> (http::HeaderName, http::HeaderValue) {
+    (http::header::USER_AGENT, http::HeaderValue::from_static("winfleet-test/0"))
 }
 
 fn tail(path: &Path, lines: usize) -> String {

@@ -12,10 +12,11 @@ use serde_json::Value;
 
 use super::controlplane::ControlPlane;
 
-/// deploy/base files applied for real: the namespace, the ServiceAccount, the RBAC.
+/// deploy/base files applied for real: the namespace, the ServiceAccount,
+/// the RBAC and the admission policies that hold winfleet's writes.
 /// `without` removes the ClusterRole rule for that resource first.
 pub async fn install_identity(plane: &ControlPlane, without: Option<&str>) {
-    for file in ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml"] {
+    for file in ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "admission.yaml"] {
         let text = std::fs::read_to_string(super::root().join("deploy/base").join(file)).unwrap();
         for mut obj in serde_saphyr::from_multiple::<Value>(&text).unwrap().into_iter().filter(|d| !d.is_null()) {
             if let (Some(without), "ClusterRole") = (without, obj["kind"].as_str().unwrap_or("")) {
@@ -27,6 +28,52 @@ pub async fn install_identity(plane: &ControlPlane, without: Option<&str>) {
             plane.apply(&obj, "winfleet-test").await;
         }
     }
+    let token = service_account_token(plane).await;
+    let sa = plane.client_with_token(&token).await;
+    let mut pending = Vec::new();
+    for _ in 0..600 {
+        pending = admission_pending(&sa).await;
+        if pending.is_empty() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    panic!("deploy/'s admission policies are not enforced: {pending:?}");
+}
+
+/// The policies of deploy/'s admission.yaml that winfleet's writes in these
+/// tests meet (its Secret, its monitoring objects, its Namespace) and that
+/// do not refuse yet a dry-run write they exist to refuse: the API server
+/// loads policies asynchronously, and a test that runs winfleet before
+/// they are enforced would not prove that winfleet's writes pass them.
+async fn admission_pending(sa: &kube::Client) -> Vec<&'static str> {
+    use k8s_openapi::api::core::v1::{Namespace, Secret, Service};
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    fn refused<T>(result: Result<T, kube::Error>) -> bool {
+        matches!(result, Err(kube::Error::Api(e)) if e.code == 403)
+    }
+
+    let dry_create = PostParams { dry_run: true, ..PostParams::default() };
+    let secret: Secret = serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "winfleet-canary", "namespace": "openshift-machine-api"}}))
+    .unwrap();
+    let service: Service = serde_json::from_value(serde_json::json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "winfleet-canary", "namespace": "winfleet"}, "spec": {"ports": [{"port": 9182}]}}))
+    .unwrap();
+    let strip = serde_json::json!({"metadata": {"labels": {"pod-security.kubernetes.io/enforce": null}}});
+    let dry_patch = PatchParams { dry_run: true, ..PatchParams::default() };
+    let mut pending = Vec::new();
+    if !refused(Api::<Secret>::namespaced(sa.clone(), "openshift-machine-api").create(&dry_create, &secret).await) {
+        pending.push("winfleet-secrets");
+    }
+    if !refused(Api::<Service>::namespaced(sa.clone(), "winfleet").create(&dry_create, &service).await) {
+        pending.push("winfleet-own-objects");
+    }
+    if !refused(Api::<Namespace>::all(sa.clone()).patch("winfleet", &dry_patch, &Patch::Merge(&strip)).await) {
+        pending.push("winfleet-namespace");
+    }
+    pending
 }
 
 /// A token of deploy/'s ServiceAccount from the TokenRequest API.

@@ -157,7 +157,7 @@ async fn send(client: &Client, namespace: &str, write: &Write) -> Result<(), kub
         Write::LabelNamespace => {
             let namespaces: Api<Namespace> = Api::all(client.clone());
             let patch = json!({"metadata": {"labels": {MONITORING_LABEL: "true"}}});
-            namespaces.patch(namespace, &PatchParams::default(), &Patch::Merge(&patch)).await.map(drop)
+            namespaces.patch(namespace, &crate::cluster::patch_params(), &Patch::Merge(&patch)).await.map(drop)
         }
         Write::Apply(object) => {
             let kind = object.get("kind").and_then(Value::as_str).unwrap_or_default();

@@ -36,7 +36,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -48,6 +48,7 @@ mod spec;
 
 pub use config::{DEFAULT_NAME, LeaseConfig, WEBHOOK_ANNOTATION, default_identity};
 
+use crate::cluster::post_params;
 use crate::daemon::leadership::suspend::{ANNOTATION as SUSPENDED, Suspension};
 
 use config::{advertised, webhook_of};
@@ -306,7 +307,7 @@ impl Elector {
                 },
                 spec: Some(claim(None, &me, self.timing.lease_seconds, Timestamp::now())),
             };
-            return match self.api.create(&PostParams::default(), &lease).await {
+            return match self.api.create(&post_params(), &lease).await {
                 Ok(stored) => {
                     self.observe(&stored.spec.unwrap_or_default());
                     self.set_leader_webhook(self.config.advertise.clone());
@@ -332,7 +333,7 @@ impl Elector {
                 }
                 lease.spec = Some(spec);
                 lease.metadata.annotations = self.annotate(lease.metadata.annotations.take());
-                match self.api.replace(&name, &PostParams::default(), &lease).await {
+                match self.api.replace(&name, &post_params(), &lease).await {
                     Ok(stored) => {
                         self.observe(&stored.spec.unwrap_or_default());
                         self.set_leader_webhook(self.config.advertise.clone());
@@ -368,7 +369,7 @@ impl Elector {
         }
         lease.spec = Some(released(&old, Timestamp::now()));
         lease.metadata.annotations = advertised(lease.metadata.annotations.take(), None);
-        self.api.replace(name, &PostParams::default(), &lease).await.map_err(|e| self.api_error("updating", &e))?;
+        self.api.replace(name, &post_params(), &lease).await.map_err(|e| self.api_error("updating", &e))?;
         Ok(true)
     }
 }
