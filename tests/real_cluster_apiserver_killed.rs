@@ -76,6 +76,7 @@ fn outcomes(report: &RoundReport) -> (BTreeSet<String>, BTreeSet<String>) {
     (with(|o| matches!(o, Some(Outcome::Applied))), with(|o| matches!(o, Some(Outcome::Failed(_)))))
 }
 
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_35_kube_apiserver_killed_mid_round_comes_back_and_the_next_round_writes_only_the_rest() {
     let Some(plane) = ControlPlane::start().await else { return };
@@ -139,6 +140,7 @@ async fn issue_35_kube_apiserver_killed_mid_round_comes_back_and_the_next_round_
     assert!(c.nodes.is_empty() && c.machine_sets.is_empty() && !c.failed(), "{c:?}");
 }
 
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn issue_35_heartbeating_nodes_never_get_the_cluster_plan_rejected() {
     let Some(plane) = ControlPlane::start().await else { return };

@@ -335,6 +335,7 @@ async fn certificates_winfleet_did_not_add_are_never_removed_on_the_in_memory_se
     certificates_winfleet_did_not_add_are_never_removed(bench(Backend::InMemory, &ADOPTED).await.unwrap()).await;
 }
 
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificates_winfleet_did_not_add_are_never_removed_on_the_real_control_plane() {
     let Some(bench) = bench(Backend::Real, &ADOPTED).await else { return };
