@@ -9,6 +9,9 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use super::{FIELD_MANAGER, MACHINE_API_NAMESPACE};
 
+/// The longest note sent, in bytes (the API refuses one over 1 kB).
+const NOTE_BYTES: usize = 1000;
+
 /// Why an event is emitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reason {
@@ -227,14 +230,9 @@ impl Events {
         reason: Reason,
         note: impl Into<String>,
     ) {
-        let mut note = note.into();
-        if note.len() > 1000 {
-            let mut end = 1000;
-            while !note.is_char_boundary(end) {
-                end -= 1;
-            }
-            note.truncate(end);
-        }
+        // The API takes a note of at most 1 kB; values in it are shown by
+        // the one rule (invisible characters as code points, cut with size).
+        let note = crate::diagnostic::shown_within(&note.into(), NOTE_BYTES);
         let event = Event {
             type_: if reason.is_warning() { EventType::Warning } else { EventType::Normal },
             reason: reason.as_str().into(),
