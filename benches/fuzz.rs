@@ -8,6 +8,8 @@
 
 #[path = "../tests/support/fuzz.rs"]
 mod fuzz;
+#[path = "../tests/support/fuzz_node.rs"]
+mod fuzz_node;
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +21,9 @@ fn main() {
     while started.elapsed() < Duration::from_secs(seconds) {
         let batch = Instant::now();
         let (run, found) = fuzz::run(seed, 200, seed % 4 == 0, Duration::from_secs(120));
+        cases += run;
+        findings.extend(found);
+        let (run, _, found) = fuzz_node::run(seed, 100);
         cases += run;
         findings.extend(found);
         println!("seed {seed}: {run} cases in {:.1} s", batch.elapsed().as_secs_f64());

@@ -128,11 +128,7 @@ fn show(value: &str, quoted: bool) -> String {
     }
     let mut chars = value.chars();
     for c in chars.by_ref().take(SHOWN_CHARS) {
-        if is_unseen(c) {
-            let _ = write!(out, "<U+{:04X}>", u32::from(c));
-        } else {
-            out.push(c);
-        }
+        push_shown(&mut out, c);
     }
     let cut = chars.next().is_some();
     if cut {
@@ -145,6 +141,37 @@ fn show(value: &str, quoted: bool) -> String {
         let _ = write!(out, " ({} characters)", value.chars().count());
     }
     out
+}
+
+/// A composed text (an Event's note, a log message that quotes values) by
+/// the same rule, within a budget of `max_bytes` instead of
+/// [`SHOWN_CHARS`] characters: each character a reader cannot see as its
+/// code point, and a text over the budget cut with `… (N characters)`.
+/// The result is at most `max_bytes` bytes long (for `max_bytes` ≥ 48).
+pub fn shown_within(text: &str, max_bytes: usize) -> String {
+    let escaped_len: usize = text.chars().map(shown_len).sum();
+    let room = if escaped_len <= max_bytes { max_bytes } else { max_bytes.saturating_sub(48) };
+    let mut out = String::with_capacity(room.min(escaped_len) + 48);
+    for c in text.chars() {
+        if out.len() + shown_len(c) > room {
+            let _ = write!(out, "… ({} characters)", text.chars().count());
+            return out;
+        }
+        push_shown(&mut out, c);
+    }
+    out
+}
+
+fn shown_len(c: char) -> usize {
+    if is_unseen(c) { format!("<U+{:04X}>", u32::from(c)).len() } else { c.len_utf8() }
+}
+
+fn push_shown(out: &mut String, c: char) {
+    if is_unseen(c) {
+        let _ = write!(out, "<U+{:04X}>", u32::from(c));
+    } else {
+        out.push(c);
+    }
 }
 
 /// A character a reader cannot see, or that moves what follows: control
@@ -221,5 +248,17 @@ mod tests {
     #[test]
     fn pointer_tokens_are_escaped() {
         assert_eq!(child("/data", "a/b~c"), "/data/a~1b~0c");
+    }
+
+    #[test]
+    fn composed_texts_are_shown_within_their_budget_issue_35() {
+        assert_eq!(shown_within("drain of win-1 failed\u{7}", 1000), "drain of win-1 failed<U+0007>");
+        let long = format!("note {}", "é\u{202e}".repeat(100_000));
+        let text = shown_within(&long, 1000);
+        assert!(text.len() <= 1000, "{} bytes", text.len());
+        assert!(text.ends_with("… (200005 characters)"), "{}", &text[text.len() - 40..]);
+        assert!(!text.contains('\u{202e}'));
+        let exact = "x".repeat(1000);
+        assert_eq!(shown_within(&exact, 1000), exact);
     }
 }

@@ -207,6 +207,21 @@ async fn pings_other_branches_and_malformed_bodies_start_no_round() {
 }
 
 #[tokio::test]
+async fn a_huge_signed_ref_is_answered_cut_with_its_size_issue_35() {
+    let (state, mut triggers) = configured();
+    let server = Server::start(webhook_router(state)).await;
+
+    let body = format!("{{\"ref\":\"refs/heads/\\u0007{}\"}}", "x".repeat(900_000)).into_bytes();
+    let response = server.post("/webhook", &github_push(&sign(SECRET, &body)), &body).await;
+    assert_eq!(response.status, 202);
+    assert!(response.body.len() < 1_000, "{} bytes answered", response.body.len());
+    assert!(response.body.contains("refs/heads/<U+0007>xxx"), "{}", response.body);
+    assert!(response.body.contains("(900012 characters)"), "{}", response.body);
+    assert_eq!(triggers.try_recv(), Err(TryRecvError::Empty));
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn without_a_webhook_secret_every_webhook_is_refused() {
     let (state, mut triggers) = state(None);
     let server = Server::start(webhook_router(state)).await;

@@ -36,6 +36,16 @@ fn services(service: &serde_json::Value) -> String {
     configmap.to_string()
 }
 
+fn mirror_set(kind: &str, field: &str, name: &str, source: &str) -> String {
+    format!(
+        "apiVersion: config.openshift.io/v1\nkind: {kind}\nmetadata:\n  name: {name}\nspec:\n  {field}:\n  - source: {source}\n    mirrors: [mirror.corp.example/x]\n"
+    )
+}
+
+fn proxy(field: &str) -> String {
+    format!("apiVersion: config.openshift.io/v1\nkind: Proxy\nmetadata:\n  name: cluster\nspec:\n  {field}\n")
+}
+
 /// A value of a million characters with a BEL in it, as YAML text.
 fn huge() -> String {
     format!("\"a\\a{}\"", "b".repeat(999_998))
@@ -81,13 +91,46 @@ fn cases() -> Vec<(&'static str, Vec<(&'static str, String)>)> {
                 ),
             )],
         ),
+        // Issue 35.
+        ("configmap name", vec![("cm.yaml", format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {h}\n"))]),
+        (
+            "tag mirror set name",
+            vec![("itms.yaml", mirror_set("ImageTagMirrorSet", "imageTagMirrors", &h, "quay.io/x"))],
+        ),
+        (
+            "digest mirror set name",
+            vec![("idms.yaml", mirror_set("ImageDigestMirrorSet", "imageDigestMirrors", &h, "quay.io/x"))],
+        ),
+        (
+            "mirror repository path",
+            vec![(
+                "idms.yaml",
+                mirror_set("ImageDigestMirrorSet", "imageDigestMirrors", "m", &format!("\"quay.io/{}", &h[1..])),
+            )],
+        ),
+        (
+            "source registry host",
+            vec![("idms.yaml", mirror_set("ImageDigestMirrorSet", "imageDigestMirrors", "m", "\"Qu\\aay.io/x\""))],
+        ),
+        ("noProxy", vec![("proxy.yaml", proxy(&format!("noProxy: {h}")))]),
+        (
+            "noProxy entry",
+            vec![("proxy.yaml", proxy(&format!("noProxy: \"a.example,a\\a{},b.example\"", "b".repeat(200))))],
+        ),
+        ("trustedCA", vec![("proxy.yaml", proxy(&format!("trustedCA: {{ name: {h} }}")))]),
+        ("status path", vec![("fleet.yaml", FLEET.replace("spec:\n", &format!("spec:\n  status: {{ path: {h} }}\n")))]),
+        (
+            "registries directory",
+            vec![("fleet.yaml", FLEET.replace("spec:\n", &format!("spec:\n  registries: {{ powershellDir: {h} }}\n")))],
+        ),
     ]
 }
 
 fn load_files(files: Vec<(&str, String)>) -> Vec<String> {
     let mut all = vec![SourceFile { path: "fleet.yaml".into(), bytes: FLEET.as_bytes().to_vec() }];
+    all.retain(|f| !files.iter().any(|(p, _)| *p == f.path));
     all.extend(files.into_iter().map(|(p, t)| SourceFile { path: p.into(), bytes: t.into_bytes() }));
-    let loaded = load(&Snapshot { revision: None, files: all }, LoadOptions::default());
+    let loaded = load(&Snapshot { revision: None, files: all, links: Vec::new() }, LoadOptions::default());
     assert!(loaded.desired.is_none(), "a huge invalid value is refused");
     loaded.diagnostics.iter().map(ToString::to_string).collect()
 }
@@ -109,7 +152,9 @@ fn a_huge_value_is_shown_cut_with_its_size_issue_23() {
                 problems.push(format!("{case}: the value is not shown cut with its size: {d}"));
             }
         }
-        if !diagnostics.iter().any(|d| d.contains(" characters)")) && !matches!(case, "username") {
+        if !diagnostics.iter().any(|d| d.contains(" characters)"))
+            && !matches!(case, "username" | "source registry host")
+        {
             problems.push(format!("{case}: no diagnostic gives the value's size: {diagnostics:#?}"));
         }
     }
@@ -135,4 +180,16 @@ fn control_characters_are_shown_as_code_points_issue_23() {
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn yaml_syntax_errors_show_characters_as_code_points_not_rust_escapes_issue_35() {
+    for text in ["a: b\n\u{7}c: d\n", "a: [b\u{7}\n", "\u{202e}: x\n  - y\n", "a: \"\u{1}\n"] {
+        let diagnostics = load_files(vec![("bad.yaml", text.to_owned())]);
+        let syntax: Vec<&String> = diagnostics.iter().filter(|d| d.starts_with("bad.yaml:")).collect();
+        assert!(!syntax.is_empty(), "{text:?}: {diagnostics:#?}");
+        for d in syntax {
+            assert!(!d.contains("\\u{") && !d.chars().any(winfleet::diagnostic::is_unseen), "{text:?}: {d}");
+        }
+    }
 }

@@ -114,6 +114,7 @@ fn repository(services: &Value) -> Snapshot {
     Snapshot {
         revision: None,
         files: vec![file("fleet.yaml", FLEET.into()), file("services.yaml", configmap.to_string())],
+        links: Vec::new(),
     }
 }
 

@@ -8,7 +8,7 @@ use crate::source::{Snapshot, SourceFile};
 
 fn desired(files: &[(&str, &str)]) -> Desired {
     let files = files.iter().map(|(p, t)| SourceFile { path: (*p).into(), bytes: t.as_bytes().to_vec() }).collect();
-    let loaded = crate::desired::load(&Snapshot { revision: None, files }, Default::default());
+    let loaded = crate::desired::load(&Snapshot { revision: None, files, links: Vec::new() }, Default::default());
     loaded.desired.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics))
 }
 

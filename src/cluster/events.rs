@@ -17,6 +17,9 @@ use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use super::{FIELD_MANAGER, MACHINE_API_NAMESPACE};
 
+/// The longest note sent, in bytes (the API refuses one over 1 kB).
+const NOTE_BYTES: usize = 1000;
+
 /// Why an event is emitted.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reason {
@@ -336,14 +339,9 @@ impl Events {
         reason: Reason,
         note: impl Into<String>,
     ) {
-        let mut note = note.into();
-        if note.len() > 1000 {
-            let mut end = 1000;
-            while !note.is_char_boundary(end) {
-                end -= 1;
-            }
-            note.truncate(end);
-        }
+        // The API takes a note of at most 1 kB; values in it are shown by
+        // the one rule (invisible characters as code points, cut with size).
+        let note = crate::diagnostic::shown_within(&note.into(), NOTE_BYTES);
         let pending = Pending { regarding: regarding.reference(), related, reason, note };
         // Events keep their order: one that waits goes out first.
         if !self.flush().await {

@@ -44,7 +44,11 @@ mod tests {
     use crate::source::SourceFile;
 
     fn snapshot(path: &str, text: &str) -> Snapshot {
-        Snapshot { revision: None, files: vec![SourceFile { path: path.into(), bytes: text.as_bytes().to_vec() }] }
+        Snapshot {
+            revision: None,
+            files: vec![SourceFile { path: path.into(), bytes: text.as_bytes().to_vec() }],
+            links: Vec::new(),
+        }
     }
 
     #[test]

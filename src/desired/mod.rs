@@ -25,6 +25,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 pub use model::{Desired, FleetSettings, Instance, MachineSetDesired};
+pub use parse::MAX_FILE_BYTES;
 
 use crate::diagnostic::{self, Diagnostic};
 use crate::render::pull_secret::PullSecret;
@@ -147,6 +148,9 @@ fn load_parsed(snapshot: &Snapshot, parsed: parse::Parsed<'_>, options: LoadOpti
     }
     let status_path = status_path(&parsed);
     fleets_in_status(&parsed, &status_path, &mut diagnostics);
+    for link in snapshot.links.iter().filter(|l| is_config_path(l) && !is_under(l, &status_path)) {
+        diagnostics.push(Diagnostic::at(link, 1, 1, LINK_REFUSED));
+    }
     let mut documents = Documents::default();
     for (path, docs) in parsed {
         // The status directory is winfleet's own output, never configuration.
@@ -170,6 +174,15 @@ fn load_parsed(snapshot: &Snapshot, parsed: parse::Parsed<'_>, options: LoadOpti
     let valid = !diagnostics.iter().any(Diagnostic::is_error);
     Loaded { desired: desired.filter(|_| valid), diagnostics, status_path }
 }
+
+/// Why a symbolic link where configuration would be read is an error, not
+/// a note: winfleet never follows a link (its target may lie outside the
+/// repository, or differ between a checkout and the commit), so the
+/// configuration its author meant would silently be missing, and missing
+/// instances are removed from the fleet.
+pub const LINK_REFUSED: &str = "this YAML file is a symbolic link, which winfleet does not follow (a link may point \
+                                outside the repository): commit the file itself, or rename the link so it does not \
+                                end in .yaml or .yml";
 
 /// Whether a repository path is read as configuration: YAML, not under a
 /// dot-directory or a dot-file, and not another tool's file ([`other_tool`]).

@@ -80,7 +80,22 @@ pub fn parse_distinct<'s>(snapshots: &[&'s Snapshot]) -> Distinct<'s> {
     Distinct { results }
 }
 
+/// The largest configuration file read, in bytes: a larger one is refused
+/// before it is parsed. A parsed value takes several times its text in
+/// memory (a 50 MB scalar once made `validate` peak at 378 MiB), and no
+/// configuration needs that much: split such a file.
+pub const MAX_FILE_BYTES: usize = 16 << 20;
+
 fn parse_file(file: &SourceFile) -> FileDocuments {
+    if file.bytes.len() > MAX_FILE_BYTES {
+        let message = format!(
+            "the file is {} bytes, more than the {} MiB winfleet reads in one configuration file; split it into \
+             several files",
+            file.bytes.len(),
+            MAX_FILE_BYTES >> 20
+        );
+        return Err(Diagnostic::at(&file.path, 1, 1, message));
+    }
     match std::str::from_utf8(&file.bytes) {
         Ok(text) => yaml::parse_documents(&file.path, text).map(|docs| docs.into_iter().map(Arc::new).collect()),
         Err(e) => {

@@ -112,7 +112,50 @@ fn first_line(message: &str) -> String {
         _ => line,
     };
     let line = line.split(", set DuplicateKeyPolicy").next().unwrap_or(line);
-    line.to_owned()
+    plain(line)
+}
+
+/// The longest parser message shown, in characters.
+const MAX_MESSAGE: usize = 300;
+
+/// A parser message as the cutting rule shows values: the parser quotes
+/// characters with Rust's escapes (`` `\u{7}' ``), which become `<U+0007>`,
+/// as does any character a reader cannot see; the message is cut to
+/// [`MAX_MESSAGE`] characters.
+fn plain(message: &str) -> String {
+    let mut out = String::new();
+    let mut rest = message;
+    while let Some(at) = rest.find("\\u{") {
+        let (before, escape) = rest.split_at(at);
+        out.push_str(before);
+        let code = escape[3..].split_once('}').and_then(|(hex, tail)| {
+            let c = u32::from_str_radix(hex, 16).ok().filter(|_| hex.len() <= 6)?;
+            Some((c, tail))
+        });
+        match code {
+            Some((c, tail)) => {
+                out.push_str(&format!("<U+{c:04X}>"));
+                rest = tail;
+            }
+            None => {
+                out.push_str("\\u{");
+                rest = &escape[3..];
+            }
+        }
+    }
+    out.push_str(rest);
+    let mut shown = String::new();
+    for c in out.chars().take(MAX_MESSAGE) {
+        if crate::diagnostic::is_unseen(c) {
+            shown.push_str(&format!("<U+{:04X}>", u32::from(c)));
+        } else {
+            shown.push(c);
+        }
+    }
+    if out.chars().nth(MAX_MESSAGE).is_some() {
+        shown.push('…');
+    }
+    shown
 }
 
 /// Line and column (1-based) of every JSON pointer in every non-empty

@@ -201,6 +201,7 @@ mod tests {
         let snapshot = Snapshot {
             revision: None,
             files: vec![SourceFile { path: "fleet.yaml".into(), bytes: fleet.as_bytes().to_vec() }],
+            links: Vec::new(),
         };
         let desired = crate::desired::load(&snapshot, Default::default()).desired.unwrap_or_else(|| unreachable!());
         let machine = |name: &str, ip: &str, node: &str| MachineObs {

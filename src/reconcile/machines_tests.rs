@@ -17,6 +17,7 @@ fn desired() -> Desired {
     let snapshot = Snapshot {
         revision: None,
         files: vec![SourceFile { path: "fleet.yaml".into(), bytes: fleet.as_bytes().to_vec() }],
+        links: Vec::new(),
     };
     let loaded = crate::desired::load(&snapshot, Default::default());
     loaded.desired.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics))

@@ -3,8 +3,20 @@
 //! Syntax checks follow OpenShift's own validation of these fields (no scheme,
 //! no tag, no digest); the derivations are WMCO's (WMCO-SPEC 1.2–1.4).
 
+use crate::diagnostic::shown;
+
+/// The longest location accepted, registry host included (distribution's
+/// `NameTotalLengthMax`).
+pub const MAX_LOCATION: usize = 255;
+
 /// Why a location is not a valid repository.
 pub fn check_location(location: &str, allow_wildcard: bool) -> Result<(), String> {
+    if location.chars().count() > MAX_LOCATION {
+        return Err(format!(
+            "is longer than {MAX_LOCATION} characters, the longest repository name a registry takes (the \
+             distribution specification's limit)"
+        ));
+    }
     if location.contains("://") {
         return Err("must not carry a scheme (write host[:port]/path, not https://…)".into());
     }
@@ -28,7 +40,8 @@ pub fn check_location(location: &str, allow_wildcard: bool) -> Result<(), String
         }
         if !is_path_component(component) {
             return Err(format!(
-                "path component \"{component}\" is invalid (lower-case letters and digits, separated by '.', '_', '__' or '-')"
+                "path component {} is invalid (lower-case letters and digits, separated by '.', '_', '__' or '-')",
+                shown(component)
             ));
         }
     }
@@ -48,7 +61,7 @@ fn check_host(host: &str) -> Result<(), String> {
     if let Some(port) = port {
         match port.parse::<u16>() {
             Ok(p) if p > 0 && !port.starts_with('0') => {}
-            _ => return Err(format!("port \"{port}\" is not a number from 1 to 65535")),
+            _ => return Err(format!("port {} is not a number from 1 to 65535", shown(port))),
         }
     }
     let valid_label = |l: &str| {
@@ -59,7 +72,7 @@ fn check_host(host: &str) -> Result<(), String> {
             && !l.ends_with('-')
     };
     if name.is_empty() || name.len() > 253 || !name.split('.').all(valid_label) {
-        return Err(format!("registry host \"{name}\" is not a valid host name or IPv4 address"));
+        return Err(format!("registry host {} is not a valid host name or IPv4 address", shown(name)));
     }
     Ok(())
 }

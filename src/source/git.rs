@@ -19,21 +19,32 @@ pub fn read_commit(repo: &Repository, id: Oid) -> Result<Snapshot, SourceError> 
     let rev = id.to_string();
     let commit = repo.find_commit(id).map_err(|e| SourceError::git(format!("finding commit {rev}"), &e))?;
     let tree = commit.tree().map_err(|e| SourceError::git(format!("reading the tree of {rev}"), &e))?;
-    let mut files = tree_files(repo, &tree).map_err(|e| SourceError::git(format!("reading the tree of {rev}"), &e))?;
+    let (mut files, links) =
+        tree_entries(repo, &tree).map_err(|e| SourceError::git(format!("reading the tree of {rev}"), &e))?;
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(Snapshot { revision: Some(rev), files })
+    Ok(Snapshot { revision: Some(rev), files, links })
 }
 
 /// Every blob under `tree` with its path relative to it (symbolic links
 /// and submodules skipped: a link's "content" is a path, never config).
 pub fn tree_files(repo: &Repository, tree: &Tree<'_>) -> Result<Vec<SourceFile>, git2::Error> {
+    tree_entries(repo, tree).map(|(files, _)| files)
+}
+
+/// [`tree_files`], and the paths of the symbolic links it skipped.
+pub fn tree_entries(repo: &Repository, tree: &Tree<'_>) -> Result<(Vec<SourceFile>, Vec<String>), git2::Error> {
     let mut files = Vec::new();
+    let mut links = Vec::new();
     let mut failure = None;
     tree.walk(TreeWalkMode::PreOrder, |dir, entry| {
-        if entry.kind() != Some(ObjectType::Blob) || entry.filemode() == 0o120000 {
+        if entry.kind() != Some(ObjectType::Blob) {
             return TreeWalkResult::Ok;
         }
         let Ok(name) = entry.name() else { return TreeWalkResult::Ok };
+        if entry.filemode() == 0o120000 {
+            links.push(format!("{dir}{name}"));
+            return TreeWalkResult::Ok;
+        }
         match repo.find_blob(entry.id()) {
             Ok(blob) => {
                 files.push(SourceFile { path: format!("{dir}{name}"), bytes: blob.content().to_vec() });
@@ -45,7 +56,8 @@ pub fn tree_files(repo: &Repository, tree: &Tree<'_>) -> Result<Vec<SourceFile>,
             }
         }
     })?;
-    failure.map_or(Ok(files), Err)
+    links.sort();
+    failure.map_or(Ok((files, links)), Err)
 }
 
 fn open(repo_dir: &Path) -> Result<Repository, SourceError> {

@@ -36,6 +36,10 @@ pub struct Snapshot {
     pub revision: Option<String>,
     /// The files (the `.git` directory excluded).
     pub files: Vec<SourceFile>,
+    /// Repository-relative paths of the symbolic links, which are never
+    /// followed (a link may point outside the repository): the loader
+    /// reports those it would otherwise have read as configuration.
+    pub links: Vec<String>,
 }
 
 /// Why a repository could not be read.

@@ -33,7 +33,8 @@ pub fn select(snapshot: Snapshot, dir: Option<&str>) -> Result<Snapshot, SourceE
     if files.is_empty() {
         return Err(SourceError::Path { path: dir, reason: "the repository has no file under it".to_owned() });
     }
-    ignore(Snapshot { revision, files })
+    let links = snapshot.links.into_iter().filter_map(|link| Some(link.strip_prefix(&prefix)?.to_owned())).collect();
+    ignore(Snapshot { revision, files, links })
 }
 
 /// `./config/` → `config`; an absolute path or `..` is refused.
@@ -62,12 +63,10 @@ fn ignore(snapshot: Snapshot) -> Result<Snapshot, SourceError> {
     let matcher =
         builder.build().map_err(|e| SourceError::Path { path: IGNORE_FILE.to_owned(), reason: e.to_string() })?;
     let revision = snapshot.revision;
-    let files = snapshot
-        .files
-        .into_iter()
-        .filter(|f| !matcher.matched_path_or_any_parents(root.join(&f.path), false).is_ignore())
-        .collect();
-    Ok(Snapshot { revision, files })
+    let kept = |path: &str| !matcher.matched_path_or_any_parents(root.join(path), false).is_ignore();
+    let files = snapshot.files.into_iter().filter(|f| kept(&f.path)).collect();
+    let links = snapshot.links.into_iter().filter(|l| kept(l)).collect();
+    Ok(Snapshot { revision, files, links })
 }
 
 #[cfg(test)]
@@ -78,7 +77,7 @@ mod tests {
 
     fn snapshot(paths: &[&str]) -> Snapshot {
         let file = |p: &&str| SourceFile { path: (*p).to_owned(), bytes: b"x".to_vec() };
-        Snapshot { revision: None, files: paths.iter().map(file).collect() }
+        Snapshot { revision: None, files: paths.iter().map(file).collect(), links: Vec::new() }
     }
 
     fn paths(s: &Snapshot) -> Vec<&str> {

@@ -146,6 +146,7 @@ pub mod engine;
 pub mod fleet;
 pub mod forge;
 pub mod fuzz;
+pub mod fuzz_node;
 pub mod identity;
 pub mod join;
 pub mod join_payload;

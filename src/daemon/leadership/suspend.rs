@@ -90,14 +90,21 @@ impl Default for Suspension {
     }
 }
 
-/// One line of printable text, at most [`MAX_REASON`] characters; an empty
+/// The reason as it is kept and shown: as written when it is at most
+/// [`MAX_REASON`] characters a reader can all see, else through the one
+/// rule for shown values ([`crate::diagnostic::shown_bare`]: cut with its
+/// size, invisible characters as `<U+0007>`), so a 1 MB reason never
+/// reaches a log line, an answer, the Lease or status whole. Cleaning a
+/// cleaned reason changes nothing (a restart reads it back). An empty
 /// reason reads "no reason given".
 fn clean(reason: &str) -> String {
-    let line: String = reason.chars().filter(|c| !c.is_control()).take(MAX_REASON).collect();
-    match line.trim() {
-        "" => "no reason given".to_owned(),
-        text => text.to_owned(),
+    let text = reason.trim();
+    if text.is_empty() {
+        return "no reason given".to_owned();
     }
+    let plain =
+        text.chars().take(MAX_REASON + 1).count() <= MAX_REASON && !text.chars().any(crate::diagnostic::is_unseen);
+    if plain { text.to_owned() } else { crate::diagnostic::shown_bare(text) }
 }
 
 /// The authentication scheme and the space after it.
@@ -155,8 +162,9 @@ mod tests {
         let first = Suspension::persisted(&file);
         assert_eq!(first.reason(), None);
         assert!(first.set(Some("bad commit 4b825dc\nmerged")));
-        assert!(!first.set(Some("bad commit 4b825dcmerged")), "the same reason changes nothing");
-        assert_eq!(Suspension::persisted(&file).reason().as_deref(), Some("bad commit 4b825dcmerged"));
+        assert!(!first.set(Some("bad commit 4b825dc\nmerged")), "the same reason changes nothing");
+        let shown = "bad commit 4b825dc<U+000A>merged";
+        assert_eq!(Suspension::persisted(&file).reason().as_deref(), Some(shown));
         assert!(first.set(None));
         assert_eq!(Suspension::persisted(&file).reason(), None);
         assert!(Suspension::new().set(Some("  ")));
@@ -193,5 +201,15 @@ mod tests {
         assert!(!with("bearer s3cre"));
         assert!(!with("bearers3cret"));
         assert!(!with("bearer"));
+    }
+
+    #[test]
+    fn a_huge_or_invisible_reason_is_kept_cut_with_its_size_issue_35() {
+        let huge = clean(&format!("freeze{}", "x".repeat(1_000_000)));
+        assert!(huge.ends_with("… (1000006 characters)") && huge.len() < MAX_REASON, "{huge}");
+        assert_eq!(clean(&huge), huge, "cleaning again changes nothing");
+        assert_eq!(clean("bad\ncommit\u{202e}"), "bad<U+000A>commit<U+202E>");
+        assert_eq!(clean("  "), "no reason given");
+        assert_eq!(clean(&"y".repeat(MAX_REASON)), "y".repeat(MAX_REASON));
     }
 }

@@ -19,6 +19,8 @@ use serde_json::Value;
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
+use crate::diagnostic::shown;
+
 /// The largest body accepted, in bytes (1 MiB); larger ones get 413.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
@@ -165,7 +167,7 @@ fn github(config: &WebhookConfig, headers: &HeaderMap, body: &[u8]) -> Verdict {
         Err(verdict) => verdict,
         Ok("ping") => Verdict::Ping,
         Ok("push") => push(config, body),
-        Ok(other) => Verdict::Ignored(format!("GitHub event {other:?} does not start a round")),
+        Ok(other) => Verdict::Ignored(format!("GitHub event {} does not start a round", shown(other))),
     }
 }
 
@@ -179,7 +181,7 @@ fn gitlab(config: &WebhookConfig, headers: &HeaderMap, body: &[u8]) -> Verdict {
             Ok(value) if is_system_push(&value) => push_ref(config, &value),
             Ok(_) => Verdict::Ignored("GitLab system hook is not a push".to_owned()),
         },
-        Ok(other) => Verdict::Ignored(format!("GitLab event {other:?} does not start a round")),
+        Ok(other) => Verdict::Ignored(format!("GitLab event {} does not start a round", shown(other))),
     }
 }
 
@@ -201,7 +203,7 @@ fn push_ref(config: &WebhookConfig, value: &Value) -> Verdict {
         Ok(None) => Verdict::BadRequest("push event without a ref".to_owned()),
         Ok(Some(git_ref)) if git_ref == config.tracked_ref() => Verdict::Trigger,
         Ok(Some(git_ref)) => {
-            Verdict::Ignored(format!("push to {git_ref:?}, not the tracked branch {:?}", config.branch))
+            Verdict::Ignored(format!("push to {}, not the tracked branch {}", shown(git_ref), shown(&config.branch)))
         }
     }
 }
@@ -222,7 +224,11 @@ fn generic(config: &WebhookConfig, body: &[u8]) -> Verdict {
             Ok(None) => {}
             Ok(Some(named)) if named == config.branch || named == config.tracked_ref() => {}
             Ok(Some(named)) => {
-                return Verdict::Ignored(format!("{key} {named:?} is not the tracked branch {:?}", config.branch));
+                return Verdict::Ignored(format!(
+                    "{key} {} is not the tracked branch {}",
+                    shown(named),
+                    shown(&config.branch)
+                ));
             }
         }
     }

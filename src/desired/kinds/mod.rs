@@ -113,7 +113,7 @@ pub fn identify(doc: &Value) -> Result<Kind, Unrecognised> {
                     format!(
                         "ConfigMap {} is not read by winfleet: only the ConfigMap named {INSTANCES_CONFIGMAP} (instances) \
                          and those named {}<version> (WMCO's services manifest) are",
-                        name.map_or("without a name".to_owned(), |n| format!("\"{n}\"")),
+                        name.map_or("without a name".to_owned(), crate::diagnostic::shown),
                         services::SERVICES_CONFIGMAP_PREFIX
                     ),
                 )),
@@ -124,15 +124,17 @@ pub fn identify(doc: &Value) -> Result<Kind, Unrecognised> {
     if let Some((_, a, _)) = KINDS.iter().find(|(_, _, n)| *n == kind) {
         return Err(Unrecognised::Unknown(
             "/apiVersion",
-            format!("kind {kind} is read with apiVersion {a}, not {api_version}"),
+            format!("kind {kind} is read with apiVersion {a}, not {}", crate::diagnostic::shown(api_version)),
         ));
     }
     Err(Unrecognised::Unknown(
         "/kind",
         format!(
-            "unknown kind {kind} (apiVersion {api_version}): winfleet reads ConfigMap windows-instances (v1), \
+            "unknown kind {} (apiVersion {}): winfleet reads ConfigMap windows-instances (v1), \
          WindowsInstanceList and Fleet (winfleet.io/v1alpha1), MachineSet (machine.openshift.io/v1beta1), \
-         ImageDigestMirrorSet, ImageTagMirrorSet and Proxy (config.openshift.io/v1)"
+         ImageDigestMirrorSet, ImageTagMirrorSet and Proxy (config.openshift.io/v1)",
+            crate::diagnostic::shown(kind),
+            crate::diagnostic::shown(api_version)
         ),
     ))
 }

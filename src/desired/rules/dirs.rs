@@ -43,15 +43,40 @@ const POSIX_FORBIDDEN_TREES: &[&str] = &["/usr", "/proc", "/sys", "/dev", "/boot
 /// a Fleet directory may not be.
 const WINDOWS_SYSTEM: &[&str] = &[r"\k", r"\k\containerd", r"\programdata", r"\program files", r"\program files (x86)"];
 
-/// Windows trees winfleet never writes into at all.
-const WINDOWS_FORBIDDEN_TREES: &[&str] = &[r"\windows"];
+/// Windows trees winfleet never writes into at all: the system, OpenSSH's
+/// configuration and host keys (`C:\ProgramData\ssh`), and the directories
+/// Windows keeps for itself at a drive's root.
+const WINDOWS_FORBIDDEN_TREES: &[&str] =
+    &[r"\windows", r"\programdata\ssh", r"\system volume information", r"\$recycle.bin", r"\recovery", r"\boot"];
+
+/// Directory names that hold a user's or the SSH server's keys on either
+/// system (`~/.ssh`, `C:\Users\Administrator\.ssh`): never one of
+/// winfleet's, wherever they are.
+const KEY_DIRECTORIES: &[&str] = &[".ssh", ".gnupg"];
+
+/// Windows' old name for the directory of users' homes, still a junction
+/// to `C:\Users`.
+const WINDOWS_HOMES_ALIAS: &str = "documents and settings";
+
+/// The longest node directory accepted, in characters (either dialect).
+pub const MAX_DIR: usize = 160;
 
 /// Checks a Fleet node directory for a dialect. `allowed` is the Fleet's
 /// `spec.allowedDirectories` (empty: no list). The reason says which rule
 /// and why.
 pub fn check_node_dir(shell: Shell, dir: &str, allowed: &[String]) -> Result<(), String> {
-    if dir.is_empty() || dir.chars().any(char::is_control) {
-        return Err("the directory must be a non-empty path without control characters".into());
+    if dir.is_empty() || dir.chars().any(crate::diagnostic::is_unseen) {
+        return Err(format!(
+            "the directory must be a non-empty path without control or invisible characters, not {}",
+            shown(dir)
+        ));
+    }
+    if dir.chars().count() > MAX_DIR {
+        return Err(format!(
+            "{} is longer than {MAX_DIR} characters: Windows paths stop at 260 (MAX_PATH), and winfleet writes \
+             a registry's directory and its hosts.toml inside",
+            shown(dir)
+        ));
     }
     let path = match shell {
         Shell::Posix => Path::posix(dir),
@@ -71,7 +96,7 @@ pub fn check_node_dir(shell: Shell, dir: &str, allowed: &[String]) -> Result<(),
                 "{} is outside the directories the Fleet allows (spec.allowedDirectories: {}): \
                  add its parent there or choose a directory inside one of them",
                 shown(dir),
-                allowed.join(", ")
+                allowed.iter().map(|a| shown(a)).collect::<Vec<_>>().join(", ")
             ));
         }
     }
@@ -128,7 +153,21 @@ impl<'a> Path<'a> {
             if part == ".." {
                 return Err(format!("{shown} contains '..': write the directory without it"));
             }
-            out.push(if windows { part.trim_end_matches([' ', '.']).to_lowercase() } else { part.to_owned() });
+            if windows && part.contains('~') {
+                return Err(format!(
+                    "{shown} contains '~', an 8.3 short name (such as PROGRA~1 for Program Files): it may name any \
+                     directory, the system's among them, so write the directory's full name"
+                ));
+            }
+            if KEY_DIRECTORIES.iter().any(|k| part.eq_ignore_ascii_case(k)) {
+                return Err(format!(
+                    "{shown} is inside {part}, where keys of a user or the SSH server are kept: {WHY}"
+                ));
+            }
+            let part = if windows { part.trim_end_matches([' ', '.']).to_lowercase() } else { part.to_owned() };
+            // `C:\Documents and Settings` is a junction to `C:\Users`.
+            let part = if windows && out.is_empty() && part == WINDOWS_HOMES_ALIAS { "users".to_owned() } else { part };
+            out.push(part);
         }
         if root.is_none() && out.first().is_some_and(|p| p.starts_with('~')) {
             return Err(format!(
@@ -277,5 +316,23 @@ mod tests {
         assert!(check_node_dir(Shell::Posix, "/var/lib/winfleet-other", &allowed).is_err());
         let windows = vec![r"C:\k\containerd".to_owned()];
         assert_eq!(check_node_dir(Shell::Powershell, r"c:/K/Containerd/Registries", &windows), Ok(()));
+    }
+
+    #[test]
+    fn short_names_homes_alias_and_key_directories_are_refused_on_windows_issue_35() {
+        for dir in [r"C:\PROGRA~1", r"C:\PROGRA~3\ssh", r"C:\k\REGIST~1"] {
+            assert!(windows(dir).unwrap_err().contains("8.3 short name"), "{dir}");
+        }
+        assert!(windows(r"C:\ProgramData\ssh").unwrap_err().contains("belongs to the operating system"));
+        assert!(windows(r"c:/programdata/SSH/winfleet").is_err());
+        assert!(windows(r"C:\Documents and Settings").unwrap_err().contains("users' homes"));
+        assert!(windows(r"C:\Documents and Settings\Administrator").unwrap_err().contains("home directory"));
+        for dir in [r"C:\Users\Administrator\.ssh", r"C:\Users\Administrator\.SSH\x", r".ssh"] {
+            assert!(windows(dir).unwrap_err().contains("keys"), "{dir}");
+        }
+        assert!(posix("/home/admin/.ssh").unwrap_err().contains("keys"));
+        assert!(posix(".ssh/registries").unwrap_err().contains("keys"));
+        assert_eq!(windows(r"C:\ProgramData\winfleet\registries"), Ok(()));
+        assert_eq!(windows(r"C:\Documents and Settings\Administrator\registries"), Ok(()));
     }
 }

@@ -18,7 +18,7 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
     for extra in &docs[1..] {
         diagnostics.push(extra.error(
             "/metadata/name",
-            format!("only one Fleet is allowed: {} already defines {}", doc.path, doc.value.metadata.name),
+            format!("only one Fleet is allowed: {} already defines {}", doc.path, shown(&doc.value.metadata.name)),
         ));
     }
     let spec = &doc.value.spec;
@@ -128,7 +128,12 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
     }
     settings.suspend = spec.suspend;
     if let Some(branch) = &spec.status.branch {
-        if branch == "HEAD" || branch.starts_with("refs/") {
+        if branch.starts_with('-') {
+            error(
+                "/spec/status/branch",
+                format!("{} starts with '-': Git refuses such a branch name (it reads as an option)", shown(branch)),
+            );
+        } else if branch == "HEAD" || branch.starts_with("refs/") {
             error(
                 "/spec/status/branch",
                 format!(
@@ -143,12 +148,41 @@ pub fn settings(docs: &[Doc<Fleet>], diagnostics: &mut Vec<Diagnostic>) -> Fleet
         }
     }
     if let Some(path) = &spec.status.path {
-        let dir = normalize_dir(path);
-        if dir.is_empty() || dir.starts_with('/') || dir.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
-            error("/spec/status/path", format!("{} must be a relative directory inside the repository", shown(path)));
-        } else {
-            settings.status_path = dir;
+        match check_status_path(path) {
+            Ok(dir) => settings.status_path = dir,
+            Err(reason) => error("/spec/status/path", reason),
         }
     }
     settings
+}
+
+/// The longest status directory accepted, in characters.
+pub const MAX_STATUS_PATH: usize = 255;
+
+/// `spec.status.path`: a relative directory of the repository that is
+/// read back as winfleet's own. A component starting with `.` is refused:
+/// `.git` is Git's own directory (a status commit there is never written),
+/// and every dot-path is skipped when the repository is read.
+fn check_status_path(path: &str) -> Result<String, String> {
+    let dir = normalize_dir(path);
+    let shown = shown(path);
+    if dir.is_empty() || dir.starts_with('/') || dir.split('/').any(|c| c.is_empty() || c == "." || c == "..") {
+        return Err(format!("{shown} must be a relative directory inside the repository"));
+    }
+    if dir.split('/').any(|c| c.starts_with('.')) {
+        return Err(format!(
+            "{shown} has a component starting with '.': Git keeps its own files in .git and winfleet skips \
+             dot-paths, so status would never be written there; name a plain directory such as status"
+        ));
+    }
+    if let Some(c) = dir.chars().find(|c| crate::diagnostic::is_unseen(*c) || matches!(c, '\\' | ':')) {
+        return Err(format!(
+            "{shown} contains {}, which a portable directory name cannot hold",
+            crate::diagnostic::shown(&c.to_string())
+        ));
+    }
+    if dir.chars().count() > MAX_STATUS_PATH {
+        return Err(format!("{shown} is longer than {MAX_STATUS_PATH} characters"));
+    }
+    Ok(dir)
 }

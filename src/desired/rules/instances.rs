@@ -183,7 +183,17 @@ fn address<'d>(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Option<String> {
     let canonical = canonical_address(written)
-        .and_then(|canonical| check_reachable(&canonical, fleet.allow_loopback).map(|()| canonical))
+        .and_then(|canonical| {
+            check_reachable(&canonical, fleet.allow_loopback).map(|()| canonical.clone()).map_err(|reason| {
+                // `0x7f000001` is read as 127.0.0.1: say so.
+                match written.parse::<std::net::Ipv4Addr>() {
+                    Err(_) if canonical.parse::<std::net::Ipv4Addr>().is_ok() => {
+                        format!("{} is read as {canonical}: {reason}", shown(written))
+                    }
+                    _ => reason,
+                }
+            })
+        })
         .map_err(|reason| diagnostics.push(error(doc, at.pointer(), reason)))
         .ok()?;
     if let Some((path, first)) = seen.0.get(&canonical) {

@@ -9,7 +9,7 @@ use super::names::check_object_name;
 use crate::desired::Doc;
 use crate::desired::kinds::machineset::{MachineSet, Platform};
 use crate::desired::model::MachineSetDesired;
-use crate::diagnostic::{Diagnostic, child, shown};
+use crate::diagnostic::{Diagnostic, child, shown, shown_bare};
 
 /// The namespace of Machine API objects.
 pub const MACHINE_API_NAMESPACE: &str = "openshift-machine-api";
@@ -77,9 +77,10 @@ pub fn collect(docs: &[Doc<MachineSet>], diagnostics: &mut Vec<Diagnostic>) -> B
             ));
         }
         if let Some(first) = sets.get(name).map(|m: &MachineSetDesired| m.origin.clone()) {
-            diagnostics.push(
-                doc.error("/metadata/name", format!("MachineSet {name} is defined twice: it is already in {first}")),
-            );
+            diagnostics.push(doc.error(
+                "/metadata/name",
+                format!("MachineSet {} is defined twice: it is already in {first}", shown(name)),
+            ));
             continue;
         }
         let mut object = Value::clone(&doc.raw);
@@ -128,7 +129,11 @@ fn check_labels(doc: &Doc<MachineSet>, diagnostics: &mut Vec<Diagnostic>) {
         if template.metadata.labels.get(key) != Some(value) {
             diagnostics.push(doc.error(
                 child("/spec/selector/matchLabels", key),
-                format!("selector {key}={value} does not match the template's labels, so the MachineSet would never own its Machines"),
+                format!(
+                    "selector {}={} does not match the template's labels, so the MachineSet would never own its Machines",
+                    shown_bare(key),
+                    shown_bare(value)
+                ),
             ));
         }
     }

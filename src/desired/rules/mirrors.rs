@@ -1,9 +1,10 @@
 //! Mirror rules: location syntax, wildcard sources, registry-level mirroring,
 //! and the registry-wide effect of ImageTagMirrorSets (WMCO-SPEC 1.4, 1.9).
 
+use super::names::check_object_name;
 use crate::desired::Doc;
 use crate::desired::kinds::mirrors::{ImageDigestMirrorSet, ImageTagMirrorSet, MirrorEntry, MirrorSourcePolicy};
-use crate::diagnostic::{Diagnostic, shown};
+use crate::diagnostic::{Diagnostic, shown, shown_bare};
 use crate::render::mirrors::{Entry, RegistryMirrors, merge};
 use crate::render::reference::{check_location, is_wildcard, mirror_host, unkept_source_path};
 
@@ -15,21 +16,48 @@ pub fn collect(
 ) -> Vec<RegistryMirrors> {
     let mut entries = Vec::new();
     for doc in digest {
+        check_name(doc, diagnostics);
         check(doc, "imageDigestMirrors", &doc.value.spec.image_digest_mirrors, false, &mut entries, diagnostics);
     }
     for doc in tag {
+        check_name(doc, diagnostics);
         diagnostics.push(doc.warning(
             "/kind",
             format!(
                 "ImageTagMirrorSet {}: on Windows nodes a tag mirror applies to every repository of the source's registry, \
                  and creating, changing or deleting an ImageTagMirrorSet makes the Machine Config Operator drain and reboot \
                  every Linux node; prefer an ImageDigestMirrorSet (pull by digest)",
-                doc.value.metadata.name
+                shown(&doc.value.metadata.name)
             ),
         ));
         check(doc, "imageTagMirrors", &doc.value.spec.image_tag_mirrors, true, &mut entries, diagnostics);
     }
     merge(entries)
+}
+
+/// A mirror set's name is a Kubernetes name: it names the object on the
+/// cluster and keys the mirror sets winfleet compares with the cluster's.
+fn check_name<T: HasName>(doc: &Doc<T>, diagnostics: &mut Vec<Diagnostic>) {
+    if let Err(reason) = check_object_name(doc.value.name()) {
+        diagnostics.push(doc.error("/metadata/name", reason));
+    }
+}
+
+/// The two mirror-set kinds, by their name.
+trait HasName {
+    fn name(&self) -> &str;
+}
+
+impl HasName for ImageDigestMirrorSet {
+    fn name(&self) -> &str {
+        &self.metadata.name
+    }
+}
+
+impl HasName for ImageTagMirrorSet {
+    fn name(&self) -> &str {
+        &self.metadata.name
+    }
 }
 
 fn check<'a, T>(
@@ -66,7 +94,7 @@ fn check<'a, T>(
                      in lower case, and containerd looks a registry's directory up by that exact name, so this \
                      mirror would never be used",
                     shown(host),
-                    host.to_ascii_lowercase()
+                    shown_bare(&host.to_ascii_lowercase())
                 ),
             ));
             ok = false;
@@ -83,12 +111,14 @@ fn check<'a, T>(
                 diagnostics.push(doc.warning(
                     pointer,
                     format!(
-                        "mirror {mirror} does not keep the source's repository path {unkept:?}: Windows nodes mirror at \
+                        "mirror {} does not keep the source's repository path {}: Windows nodes mirror at \
                          registry level (containerd appends the whole source path to the mirror), so images of {source} are \
                          pulled from {host}/{path}; name the mirror <registry>/[<namespace>/]{path}",
-                        source = entry.source,
-                        host = mirror_host(&entry.source, mirror),
-                        path = entry.source.split_once('/').map_or("", |(_, p)| p),
+                        shown(mirror),
+                        shown(&unkept),
+                        source = shown_bare(&entry.source),
+                        host = shown_bare(&mirror_host(&entry.source, mirror)),
+                        path = shown_bare(entry.source.split_once('/').map_or("", |(_, p)| p)),
                     ),
                 ));
             }

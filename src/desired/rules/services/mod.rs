@@ -49,7 +49,7 @@ pub fn in_force(
         (Some(name), _) => match docs.iter().position(|d| &d.value.metadata.name == name) {
             Some(i) => i,
             None => {
-                let have: Vec<&str> = docs.iter().map(|d| d.value.metadata.name.as_str()).collect();
+                let have: Vec<String> = docs.iter().map(|d| shown(&d.value.metadata.name)).collect();
                 if let Some(fleet_doc) = fleet_doc {
                     diagnostics.push(fleet_doc.error(
                         "/spec/services/configMapName",
@@ -65,7 +65,7 @@ pub fn in_force(
         },
         (None, [_]) => 0,
         (None, _) => {
-            let names: Vec<&str> = docs.iter().map(|d| d.value.metadata.name.as_str()).collect();
+            let names: Vec<String> = docs.iter().map(|d| shown(&d.value.metadata.name)).collect();
             for doc in docs {
                 diagnostics.push(doc.error(
                     "/metadata/name",
