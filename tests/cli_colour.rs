@@ -56,7 +56,7 @@ fn diagnostics_are_red_for_errors_when_asked() {
     git.commit_all("bad");
     let repo = git.path().to_str().unwrap();
     let (_, plain) = run(repo, &["validate"], &[]);
-    assert!(plain.contains("bad.yaml:2:1: /kind: unknown kind Secret") && !plain.contains(ESC), "{plain}");
+    assert!(plain.contains("bad.yaml:2:1: /kind: unknown kind \"Secret\"") && !plain.contains(ESC), "{plain}");
     let (_, coloured) = run(repo, &["validate"], &[("CLICOLOR_FORCE", "1")]);
-    assert!(coloured.contains("\x1b[31mbad.yaml:2:1: /kind: unknown kind Secret"), "{coloured:?}");
+    assert!(coloured.contains("\x1b[31mbad.yaml:2:1: /kind: unknown kind \"Secret\""), "{coloured:?}");
 }

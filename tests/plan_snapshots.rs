@@ -54,7 +54,7 @@ fn an_invalid_head_exits_1_with_its_diagnostics_and_prints_no_plan() {
     let (code, out, err) = winfleet(&["plan", "--repo", git.path().to_str().unwrap(), "--base", "HEAD~1"]);
     assert_eq!(code, 1);
     assert!(out.is_empty(), "{out}");
-    assert!(err.contains("bad.yaml:2:1: /kind: unknown kind Secret"), "{err}");
+    assert!(err.contains("bad.yaml:2:1: /kind: unknown kind \"Secret\""), "{err}");
     assert!(err.contains("head revision HEAD is invalid: 1 error(s)"), "{err}");
 }
 

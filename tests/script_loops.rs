@@ -48,7 +48,7 @@ fn powershell_scripts() -> Vec<(String, String)> {
         })
         .map(|(path, text)| (path, untagged(&text).to_owned()))
         .collect();
-    for platform in [Platform::Tagged, Platform::Gcp] {
+    for platform in [Platform::None, Platform::Gcp, Platform::Aws] {
         let text = render(KEY, platform).unwrap();
         scripts.push((format!("user data ({platform:?})"), untagged(&text).to_owned()));
     }
