@@ -13,11 +13,11 @@
 #    kube-controller-manager v1.37.2 from the Kubernetes Go modules in
 #    tests/controlplane) beside the Rust test build, with a line per phase
 #    and the time it took;
-# 3. runs `cargo test --lib --bins --tests` with every WINFLEET_REQUIRE_*
-#    set, and with `--include-ignored`: the tests that need those programs
-#    are marked #[ignore] (a plain `cargo test` shows them as ignored, with
-#    the reason, never as passed), and here they run, so a missing program
-#    is a failure, never a skip.
+# 3. runs `cargo test --lib --bins --tests -- --include-ignored`: the tests
+#    that need those programs are marked #[ignore] with the reason (a plain
+#    `cargo test` shows them as ignored, never as passed;
+#    scripts/mark-ignored.py marks new ones), and here they run; one whose
+#    program is missing fails with the reason, never passes.
 #
 # Disk: the test build takes about 12 GB of target/ (CARGO_INCREMENTAL=0, set
 # here; 18 GB with incremental compilation). Time: see the README.
@@ -103,10 +103,6 @@ if ! wait "$go_pid"; then
 fi
 phase "the control plane is built"
 
-export WINFLEET_REQUIRE_CONTROLPLANE=1 WINFLEET_REQUIRE_KUBECTL=1 WINFLEET_REQUIRE_PROMTOOL=1
-# The real-peer tests fail rather than skip when their program is missing
-# (tests/support/containerd.rs reads CI).
-export CI="${CI:-true}"
 phase "cargo test --lib --bins --tests -- --include-ignored (every test, nothing skipped)"
 # The fake kubelet's entry points are #[ignore]d functions that the node
 # tests start as processes; they are not tests.
