@@ -6,7 +6,9 @@ as passed; scripts/test.sh runs them all (--include-ignored). Idempotent:
 run it after adding such a test (tests/architecture.rs checks that none is
 left unmarked). Usage: python3 scripts/mark-ignored.py [REPO]"""
 import re, sys, pathlib
-repo = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else '.')
+args = [a for a in sys.argv[1:] if a != '--check']
+check = '--check' in sys.argv[1:]
+repo = pathlib.Path(args[0] if args else '.')
 R = {
  'cp': 'needs the real control plane (Go builds it): scripts/test.sh runs it',
  'ctr': 'needs containerd, a registry and root: scripts/test.sh runs it',
@@ -63,5 +65,9 @@ for path in sorted((repo / 'tests').glob('*.rs')):
             print(f'{path.name}: {name} ({kind})')
         out.extend(lines[i:j])
         i = j
-    path.write_text('\n'.join(out))
-print(f'{changed} marked', file=sys.stderr)
+    if not check:
+        path.write_text('\n'.join(out))
+if check and changed:
+    print(f'{changed} test(s) need a program outside cargo and are not #[ignore]d: run python3 scripts/mark-ignored.py', file=sys.stderr)
+    sys.exit(1)
+print(f"{changed} marked", file=sys.stderr)

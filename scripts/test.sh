@@ -106,5 +106,5 @@ phase "the control plane is built"
 phase "cargo test --lib --bins --tests -- --include-ignored (every test, nothing skipped)"
 # The fake kubelet's entry points are #[ignore]d functions that the node
 # tests start as processes; they are not tests.
-cargo test --lib --bins --tests "$@" -- --include-ignored --skip fake_kubelet_process
+cargo test --no-fail-fast --lib --bins --tests "$@" -- --include-ignored --skip fake_kubelet_process
 phase "done"

@@ -13,12 +13,10 @@
 
 mod support;
 
-use base64::Engine;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use kube::api::{Api, ListParams, PostParams};
-use serde_json::json;
-use support::controlplane::{BOOTSTRAP_TOKEN, Backend};
-use support::join::{Bench, assert_joined, bench, logs};
+use kube::api::{Api, ListParams};
+use support::controlplane::Backend;
+use support::join::{assert_joined, bench, logs};
 use support::join_payload::services_manifest_overriding_the_host_name;
 use winfleet::cluster::approve::CsrOutcome;
 
@@ -31,25 +29,6 @@ fn fake_kubelet_process() {
 /// The AWS pre-script's stand-in: `local-hostname` is `ip-<address>.<region>.compute.internal`;
 /// here the host name with a suffix, in mixed case (the kubelet lowers it).
 const PRE_SCRIPT: &str = "printf 'IP-%s.EC2.Internal\\n' \"$(cat /proc/sys/kernel/hostname)\"";
-
-/// A client CSR for `node` as a joining host would submit it: with the
-/// bootstrap token.
-async fn submit_csr(bench: &Bench, name: &str, node: &str) {
-    let (pem, _) = support::kubelet::certificate_request(node, &[]);
-    let csr: CertificateSigningRequest = serde_json::from_value(json!({
-        "apiVersion": "certificates.k8s.io/v1",
-        "kind": "CertificateSigningRequest",
-        "metadata": { "name": name },
-        "spec": {
-            "request": base64::engine::general_purpose::STANDARD.encode(pem),
-            "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
-            "usages": ["digital signature", "client auth"],
-        },
-    }))
-    .unwrap();
-    let api: Api<CertificateSigningRequest> = Api::all(bench.api.client_with_token(BOOTSTRAP_TOKEN).await);
-    api.create(&PostParams::default(), &csr).await.unwrap();
-}
 
 async fn overridden_name_joins(backend: Backend) {
     let Some(mut bench) = bench(backend, &["win-0"]).await else { return };
@@ -65,7 +44,7 @@ async fn overridden_name_joins(backend: Backend) {
     assert!(text.contains(&format!("node name {expected}")), "{text}");
 
     // A CSR for the short host name: a near miss now, never approved.
-    submit_csr(&bench, "csr-short-name", "win-0").await;
+    bench.submit_client_csr("csr-short-name", "win-0").await;
     let report = bench.round().await;
     let text = report.render_text();
     assert!(!report.failed(), "{text}\n{}", logs(&bench.fleet));

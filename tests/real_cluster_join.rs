@@ -15,12 +15,11 @@ mod support;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use base64::Engine;
 use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, PostParams};
-use serde_json::{Value, json};
-use support::controlplane::{BOOTSTRAP_TOKEN, Backend};
+use kube::api::{Api, ListParams};
+use serde_json::Value;
+use support::controlplane::Backend;
 use support::join::{Bench, bench, logs};
 use winfleet::cluster::approve::CsrOutcome;
 use winfleet::cluster::join::JoinResult;
@@ -42,25 +41,6 @@ fn approved(csr: &CertificateSigningRequest) -> bool {
     let conditions = csr.status.as_ref().and_then(|s| s.conditions.as_ref());
     conditions
         .is_some_and(|c| c.iter().any(|c| c.type_ == "Approved" && c.reason.as_deref() == Some("WinfleetApprove")))
-}
-
-/// Submits a client CSR for `node` as a joining host would: with the
-/// bootstrap token, so the server records who asked.
-async fn near_miss_csr(bench: &Bench, name: &str, node: &str) {
-    let (pem, _) = support::kubelet::certificate_request(node, &[]);
-    let csr: CertificateSigningRequest = serde_json::from_value(json!({
-        "apiVersion": "certificates.k8s.io/v1",
-        "kind": "CertificateSigningRequest",
-        "metadata": { "name": name },
-        "spec": {
-            "request": base64::engine::general_purpose::STANDARD.encode(pem),
-            "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
-            "usages": ["digital signature", "client auth"],
-        },
-    }))
-    .unwrap();
-    let api: Api<CertificateSigningRequest> = Api::all(bench.api.client_with_token(BOOTSTRAP_TOKEN).await);
-    api.create(&PostParams::default(), &csr).await.unwrap();
 }
 
 /// The managedFields entries of winfleet on each Node: unchanged when
@@ -116,7 +96,7 @@ async fn issued(bench: &Bench) -> Vec<CertificateSigningRequest> {
 }
 
 async fn three_nodes_join_and_the_next_round_writes_nothing(bench: &Bench) {
-    near_miss_csr(bench, "csr-near-miss", "win-node").await;
+    bench.submit_client_csr("csr-near-miss", "win-node").await;
     let report = bench.round().await;
     let cluster = report.cluster.as_ref().unwrap();
     assert_eq!(cluster.joins.len(), 3, "{}\n{}", report.render_text(), logs(&bench.fleet));

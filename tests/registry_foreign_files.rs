@@ -23,39 +23,12 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use support::fleet::{TestFleet, TestNode};
-use support::winfleet;
+use support::mirror_repo::{apply, repo};
 
 const MARKER: &str = ".winfleet-managed";
 const CA: &str = "-----BEGIN CERTIFICATE-----\nsomeone else's CA\n-----END CERTIFICATE-----\n";
 const KEY: &str = "-----BEGIN PRIVATE KEY-----\nsomeone else's key\n-----END PRIVATE KEY-----\n";
 
-fn repo(fleet: &TestFleet, sources: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    fs::write(dir.path().join("fleet.yaml"), fleet.fleet_yaml()).unwrap();
-    let mut list = String::from(
-        "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: test\nspec:\n  instances:\n",
-    );
-    for node in &fleet.nodes {
-        list.push_str(&format!("  - address: {}\n", node.address));
-    }
-    fs::write(dir.path().join("instances.yaml"), list).unwrap();
-    let mut mirrors = String::from(
-        "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: m\nspec:\n  imageDigestMirrors:\n",
-    );
-    for source in sources {
-        mirrors.push_str(&format!("  - source: {source}\n    mirrors:\n    - mirror.example.com/{source}\n"));
-    }
-    fs::write(dir.path().join("mirrors.yaml"), mirrors).unwrap();
-    dir
-}
-
-fn apply(fleet: &TestFleet, repo: &tempfile::TempDir, extra: &[&str]) -> (i32, String, String) {
-    let mut args = vec!["apply", "--once", "--repo", repo.path().to_str().unwrap(), "--ssh-key"];
-    args.push(fleet.key.to_str().unwrap());
-    args.extend(["--known-hosts", fleet.known_hosts.to_str().unwrap()]);
-    args.extend_from_slice(extra);
-    winfleet(&args)
-}
 
 /// The node's user owns `rel` and the directories leading to it, as if
 /// someone on the node had made them (the tests may run as another user).
@@ -116,7 +89,7 @@ fn names_in(node: &TestNode, rel: &str) -> Vec<String> {
 fn issue_35_an_adopted_registry_directory_keeps_the_files_winfleet_did_not_write() {
     let fleet = TestFleet::start(1);
     let node = &fleet.nodes[0];
-    let both = repo(&fleet, &["quay.io/a", "registry.redhat.io/b"]);
+    let both = repo(&fleet, "", &["quay.io/a", "registry.redhat.io/b"]);
     let (code, out, err) = apply(&fleet, &both, &[]);
     assert_eq!(code, 0, "{out}{err}");
     let hosts = node.read("certs.d/quay.io/hosts.toml").unwrap();
@@ -131,7 +104,7 @@ fn issue_35_an_adopted_registry_directory_keeps_the_files_winfleet_did_not_write
     assert!(node.path(&format!("certs.d/quay.io/{MARKER}")).is_file(), "adopted: marked");
 
     // The registry leaves the repository.
-    let without = repo(&fleet, &["registry.redhat.io/b"]);
+    let without = repo(&fleet, "", &["registry.redhat.io/b"]);
     let before = snapshot(node);
     let (code, planned, err) = apply(&fleet, &without, &["--dry-run"]);
     assert_eq!(code, 2, "changes planned, none failed\n{planned}{err}");
@@ -149,7 +122,7 @@ fn issue_35_an_adopted_registry_directory_keeps_the_files_winfleet_did_not_write
     }
 
     // A directory winfleet made and nobody added to still goes whole.
-    let last = repo(&fleet, &["docker.io/z"]);
+    let last = repo(&fleet, "", &["docker.io/z"]);
     let (code, out, err) = apply(&fleet, &last, &[]);
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("certs.d/registry.redhat.io (registry directory removed): applied"), "{out}");
@@ -184,8 +157,8 @@ fn prepare_links(node: &TestNode) {
 fn issue_35_links_on_the_node_are_never_followed() {
     let fleet = TestFleet::start(1);
     let node = &fleet.nodes[0];
-    let desired = repo(&fleet, &["quay.io/a", "docker.io/b", "linked.io/c"]);
-    let (code, out, err) = apply(&fleet, &repo(&fleet, &["quay.io/a", "docker.io/b"]), &[]);
+    let desired = repo(&fleet, "", &["quay.io/a", "docker.io/b", "linked.io/c"]);
+    let (code, out, err) = apply(&fleet, &repo(&fleet, "", &["quay.io/a", "docker.io/b"]), &[]);
     assert_eq!(code, 0, "{out}{err}");
     prepare_links(node);
     let before = snapshot(node);

@@ -15,37 +15,10 @@ mod support;
 use std::fs;
 
 use support::fleet::{TestFleet, TestNode};
-use support::winfleet;
+use support::mirror_repo::{apply, repo};
 
 const MARKER: &str = ".winfleet-managed";
 
-fn repo(fleet: &TestFleet, fleet_extra: &str, sources: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().unwrap();
-    fs::write(dir.path().join("fleet.yaml"), format!("{}{fleet_extra}", fleet.fleet_yaml())).unwrap();
-    let mut list = String::from(
-        "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: test\nspec:\n  instances:\n",
-    );
-    for node in &fleet.nodes {
-        list.push_str(&format!("  - address: {}\n", node.address));
-    }
-    fs::write(dir.path().join("instances.yaml"), list).unwrap();
-    let mut mirrors = String::from(
-        "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: m\nspec:\n  imageDigestMirrors:\n",
-    );
-    for source in sources {
-        mirrors.push_str(&format!("  - source: {source}\n    mirrors:\n    - mirror.example.com/{source}\n"));
-    }
-    fs::write(dir.path().join("mirrors.yaml"), mirrors).unwrap();
-    dir
-}
-
-fn apply(fleet: &TestFleet, repo: &tempfile::TempDir, extra: &[&str]) -> (i32, String, String) {
-    let mut args = vec!["apply", "--once", "--repo", repo.path().to_str().unwrap(), "--ssh-key"];
-    args.push(fleet.key.to_str().unwrap());
-    args.extend(["--known-hosts", fleet.known_hosts.to_str().unwrap()]);
-    args.extend_from_slice(extra);
-    winfleet(&args)
-}
 
 fn dirs_on(node: &TestNode) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(node.path("certs.d"))

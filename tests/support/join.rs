@@ -101,6 +101,29 @@ impl Bench {
         reconcile::round(Some(&self.cluster), &self.pool, &host, &self.desired, &instances, &options, |_| {}).await
     }
 
+    /// Submits a kubelet client CSR named `name` for node `node` as a
+    /// joining host would: with the bootstrap token, so the server records
+    /// who asked (a near miss, when `node` is not a listed host's name).
+    pub async fn submit_client_csr(&self, name: &str, node: &str) {
+        use base64::Engine;
+        use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+        use kube::api::{Api, PostParams};
+        let (pem, _) = super::kubelet::certificate_request(node, &[]);
+        let csr: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
+            "apiVersion": "certificates.k8s.io/v1",
+            "kind": "CertificateSigningRequest",
+            "metadata": { "name": name },
+            "spec": {
+                "request": base64::engine::general_purpose::STANDARD.encode(pem),
+                "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
+                "usages": ["digital signature", "client auth"],
+            },
+        }))
+        .unwrap();
+        let client = self.api.client_with_token(super::controlplane::BOOTSTRAP_TOKEN).await;
+        Api::<CertificateSigningRequest>::all(client).create(&PostParams::default(), &csr).await.unwrap();
+    }
+
     /// The Node `name`, which must exist.
     pub async fn node(&self, name: &str) -> Value {
         self.api.get("v1", "Node", None, name).await.unwrap_or_else(|| panic!("Node {name} is not registered"))

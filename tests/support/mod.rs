@@ -153,6 +153,7 @@ pub mod join_payload;
 pub mod kubelet;
 pub mod machine_bench;
 pub mod machine_provider;
+pub mod mirror_repo;
 pub mod port;
 pub mod powershell;
 pub mod powershell_standin;
