@@ -29,7 +29,6 @@ const MARKER: &str = ".winfleet-managed";
 const CA: &str = "-----BEGIN CERTIFICATE-----\nsomeone else's CA\n-----END CERTIFICATE-----\n";
 const KEY: &str = "-----BEGIN PRIVATE KEY-----\nsomeone else's key\n-----END PRIVATE KEY-----\n";
 
-
 /// The node's user owns `rel` and the directories leading to it, as if
 /// someone on the node had made them (the tests may run as another user).
 fn own(node: &TestNode, rel: &str) {

@@ -19,7 +19,6 @@ use support::mirror_repo::{apply, repo};
 
 const MARKER: &str = ".winfleet-managed";
 
-
 fn dirs_on(node: &TestNode) -> Vec<String> {
     let mut names: Vec<String> = fs::read_dir(node.path("certs.d"))
         .unwrap()
