@@ -9,102 +9,12 @@ mod support;
 use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::MetadataExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use support::fleet::{TestFleet, TestNode};
-use support::winfleet;
-
-/// A config repository for a test fleet, written to a directory.
-struct Repo {
-    dir: tempfile::TempDir,
-}
-
-/// The mirror sets of a repository: (source, mirrors).
-type Mirrors<'a> = &'a [(&'a str, &'a [&'a str])];
-
-impl Repo {
-    fn new(fleet: &TestFleet) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = Repo { dir };
-        repo.write("fleet.yaml", &fleet.fleet_yaml());
-        let mut list = String::from(
-            "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: test\nspec:\n  instances:\n",
-        );
-        for node in &fleet.nodes {
-            list.push_str(&format!("  - address: {}\n", node.address));
-        }
-        repo.write("instances.yaml", &list);
-        repo
-    }
-
-    fn path(&self) -> &str {
-        self.dir.path().to_str().unwrap()
-    }
-
-    fn write(&self, rel: &str, content: &str) {
-        fs::write(self.dir.path().join(rel), content).unwrap();
-    }
-
-    fn remove(&self, rel: &str) {
-        fs::remove_file(self.dir.path().join(rel)).unwrap();
-    }
-
-    fn mirrors(&self, sets: Mirrors<'_>) {
-        let mut doc = String::from(
-            "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: mirrors\nspec:\n  imageDigestMirrors:\n",
-        );
-        for (source, mirrors) in sets {
-            doc.push_str(&format!("  - source: {source}\n    mirrors:\n"));
-            for m in *mirrors {
-                doc.push_str(&format!("    - {m}\n"));
-            }
-        }
-        self.write("mirrors.yaml", &doc);
-    }
-
-    fn proxy(&self, http: &str, no_proxy: &str) {
-        self.write(
-            "proxy.yaml",
-            &format!(
-                "apiVersion: config.openshift.io/v1\nkind: Proxy\nmetadata:\n  name: cluster\nspec:\n  httpProxy: {}\n  noProxy: {}\n",
-                yaml_str(http),
-                yaml_str(no_proxy)
-            ),
-        );
-    }
-
-    /// The hosts.toml content each registry should get, from the library.
-    fn expected_hosts(&self) -> BTreeMap<String, String> {
-        let snapshot = winfleet::source::read_worktree(self.dir.path()).unwrap();
-        let loaded = winfleet::desired::load(&snapshot, Default::default());
-        let desired = loaded.desired.unwrap_or_else(|| panic!("invalid repo: {:?}", loaded.diagnostics));
-        let spec = &desired.specs[&winfleet::vocab::Shell::Posix];
-        spec.registries.iter().map(|(k, f)| (k.clone(), f.content().to_owned())).collect()
-    }
-}
-
-fn yaml_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap()
-}
-
-/// `winfleet apply --once` with the fleet's key and pinned host keys.
-fn apply(fleet: &TestFleet, repo: &Repo, extra: &[&str]) -> (i32, String, String) {
-    apply_with(repo, &fleet.key, &fleet.known_hosts, extra)
-}
-
-/// `winfleet apply --once` with a given key and known_hosts file.
-fn apply_with(repo: &Repo, key: &Path, known_hosts: &Path, extra: &[&str]) -> (i32, String, String) {
-    let mut args = vec!["apply", "--once", "--repo", repo.path(), "--ssh-key", path(key), "--known-hosts"];
-    args.push(path(known_hosts));
-    args.extend_from_slice(extra);
-    winfleet(&args)
-}
-
-fn path(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use support::node_repo::{Repo, apply, apply_with, path};
 
 /// (inode, mtime ns) of every file in a node's home: a rewrite changes both.
 fn stamps(node: &TestNode) -> BTreeMap<String, (u64, i64)> {

@@ -1,29 +1,36 @@
-//! The cluster part of a round as text: the cluster line (its platform),
+//! A round as text (the nodes' part is the engine's); the cluster part: the cluster line (its platform),
 //! keys, Machines, MachineSets, Node metadata, joins, upgrades, reboots and
 //! the one-line summary. Pure.
 
 use std::fmt::Write as _;
 
 use super::machines_text::{render_keys, render_machines};
-use super::report::ClusterReport;
+use super::report::{ClusterReport, RoundReport};
 use super::upgrades_text::render_upgrades;
 use crate::cluster::approve::CsrOutcome;
 use crate::cluster::deconfigure::DeconfigureResult;
 use crate::cluster::join::JoinResult;
 use crate::cluster::rollout::RebootResult;
+use crate::engine::report as node_report;
 use crate::node::outcome::Outcome;
 use crate::plan::{MachineSetAction, replicas_text, show_value};
 
-/// A node by name, or by address when it has no Node.
-pub(super) fn who<'a>(node: &'a str, address: &'a str) -> &'a str {
-    if node.is_empty() { address } else { node }
+impl RoundReport {
+    /// The round as text: nodes, then the cluster, then the summaries.
+    pub fn render_text(&self) -> String {
+        let mut out = node_report::render_text(&self.nodes, self.dry_run);
+        if let Some(cluster) = &self.cluster {
+            render_cluster(&mut out, cluster, self.dry_run);
+        }
+        out
+    }
 }
 
 fn outcome_suffix(outcome: Option<&Outcome>) -> String {
     outcome.map(|o| format!(": {o}")).unwrap_or_default()
 }
 
-pub(super) fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
+fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
     match c.platform {
         Some(platform) => {
             let _ = writeln!(out, "Cluster {} (platform {platform}):", c.api);
@@ -159,7 +166,7 @@ pub(super) fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool)
 }
 
 /// One line about the cluster part.
-pub fn cluster_summary(c: &ClusterReport, dry_run: bool) -> String {
+fn cluster_summary(c: &ClusterReport, dry_run: bool) -> String {
     let failed = |o: &Option<Outcome>| matches!(o, Some(Outcome::Failed(_)));
     let write_failures = c.machine_sets.iter().filter(|m| failed(&m.outcome)).count()
         + c.nodes.iter().filter(|n| failed(&n.outcome)).count();

@@ -5,7 +5,6 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::cluster_text::who;
 use super::machines::MachinesReport;
 use crate::cluster::apply::{ClusterPlan, WriteReport};
 use crate::cluster::approve::CsrReport;
@@ -23,8 +22,6 @@ use crate::engine::report::{self as node_report, NodeReport};
 use crate::node::outcome::Outcome;
 use crate::plan::{MachineSetChange, SettingChange};
 use crate::vocab::platform::Platform;
-
-pub use super::cluster_text::cluster_summary;
 
 /// One round.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -256,15 +253,6 @@ impl RoundReport {
         self.nodes.iter().any(NodeReport::has_changes) || self.cluster.as_ref().is_some_and(ClusterReport::has_changes)
     }
 
-    /// The round as text: nodes, then the cluster, then the summaries.
-    pub fn render_text(&self) -> String {
-        let mut out = node_report::render_text(&self.nodes, self.dry_run);
-        if let Some(cluster) = &self.cluster {
-            super::cluster_text::render_cluster(&mut out, cluster, self.dry_run);
-        }
-        out
-    }
-
     /// The round as versioned JSON.
     pub fn render_json(&self) -> String {
         let value = serde_json::json!({
@@ -278,4 +266,9 @@ impl RoundReport {
         text.push('\n');
         text
     }
+}
+
+/// A node by name, or by address when it has no Node.
+pub(super) fn who<'a>(node: &'a str, address: &'a str) -> &'a str {
+    if node.is_empty() { address } else { node }
 }

@@ -154,6 +154,7 @@ pub mod kubelet;
 pub mod machine_bench;
 pub mod machine_provider;
 pub mod mirror_repo;
+pub mod node_repo;
 pub mod port;
 pub mod powershell;
 pub mod powershell_standin;
