@@ -11,7 +11,8 @@
 //!   the service network of `network-conf.ps1`, [`super::network`]);
 //! - ControllerConfig `machine-config-controller`:
 //!   `spec.kubeAPIServerServingCAData` (the kubelet's client CA);
-//! - Proxy `cluster`'s trusted CA bundle ([`super::trusted_ca`]).
+//! - Proxy `cluster`'s trusted CA bundle ([`super::trusted_ca`]);
+//! - the worker pool's rendered MachineConfig ([`super::machine_config`]).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -98,6 +99,7 @@ pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
         format!("ControllerConfig {CONTROLLER_CONFIG}: spec.kubeAPIServerServingCAData is not base64 PEM")
     })?;
     let trusted_ca = super::trusted_ca::read(client).await?;
+    let rendered_worker = super::machine_config::read(client).await?;
     Ok(ClusterMaterial {
         api_server_url,
         bootstrap_token,
@@ -107,5 +109,6 @@ pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
         network,
         trusted_ca,
         platform,
+        rendered_worker,
     })
 }

@@ -32,6 +32,7 @@ pub mod events;
 pub mod fault;
 pub mod join;
 pub mod keys;
+pub mod machine_config;
 pub mod machine_failures;
 pub mod machinesets;
 pub mod material;

@@ -56,6 +56,9 @@ pub struct ClusterMaterial {
     pub trusted_ca: super::trusted_ca::TrustedCa,
     /// The cluster's platform (Infrastructure `cluster`).
     pub platform: Platform,
+    /// The worker pool's rendered MachineConfig ([`super::ignition`]);
+    /// `None` when the cluster has none (a cluster without the MCO).
+    pub rendered_worker: Option<super::ignition::RenderedWorker>,
 }
 
 impl fmt::Debug for ClusterMaterial {
@@ -65,6 +68,7 @@ impl fmt::Debug for ClusterMaterial {
             .field("bootstrap_token", &"<redacted>")
             .field("cluster_dns", &self.cluster_dns)
             .field("platform", &self.platform)
+            .field("rendered_worker", &self.rendered_worker.as_ref().map(|w| &w.name))
             .finish_non_exhaustive()
     }
 }
@@ -111,7 +115,8 @@ pub fn render(spec: &LifecycleSpec, material: &ClusterMaterial) -> Vec<Generated
     ];
     let files =
         files.into_iter().map(|(name, content)| GeneratedFile { path: spec.kube_path(name), file: secret(content) });
-    files.chain(super::trusted_ca::render(spec, &material.trusted_ca)).collect()
+    let worker = material.rendered_worker.iter().flat_map(|w| super::platform_files::render(spec, w));
+    files.chain(super::trusted_ca::render(spec, &material.trusted_ca)).chain(worker).collect()
 }
 
 /// WMCO's KubeletConfiguration (`generateKubeletConfiguration`) for the
@@ -178,6 +183,7 @@ mod tests {
             network: Err("none".into()),
             trusted_ca: Default::default(),
             platform: Platform::None,
+            rendered_worker: None,
         };
         assert!(!format!("{material:?}").contains("TOKEN-SENTINEL"));
         let spec = crate::lifecycle::tests_support::posix_spec();

@@ -20,13 +20,17 @@
 
 pub mod change;
 pub mod containers;
+pub mod credential_provider;
 pub mod facts;
+pub mod go_yaml;
+pub mod ignition;
 pub mod leftover;
 pub mod manifest;
 pub mod material;
 pub mod network;
 pub mod node_name;
 pub mod plan;
+pub mod platform_files;
 pub mod record;
 mod removal;
 pub mod resolve;
