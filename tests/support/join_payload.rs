@@ -27,6 +27,12 @@ pub fn services_manifest_overriding_the_host_name(script: &str) -> String {
     )
 }
 
+/// The same manifest with `args` appended to the kubelet's command (WMCO's
+/// AWS manifest's `--image-credential-provider-config=...`, for one).
+pub fn services_manifest_with_kubelet_args(args: &str) -> String {
+    manifest(&format!(" {args}"), Vec::new())
+}
+
 fn manifest(kubelet_args: &str, mut pre_scripts: Vec<serde_json::Value>) -> String {
     pre_scripts.push(
         serde_json::json!({ "variableName": "NODE_IP", "path": "set -- $SSH_CONNECTION; echo $3", "NodeArgs": null }),

@@ -155,6 +155,7 @@ pub mod machine_bench;
 pub mod machine_provider;
 pub mod mirror_repo;
 pub mod node_repo;
+pub mod platform_cluster;
 pub mod port;
 pub mod powershell;
 pub mod powershell_standin;

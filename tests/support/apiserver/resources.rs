@@ -245,6 +245,26 @@ pub(crate) static RESOURCES: &[Resource] = &[
         status: Status::Crd,
         fields: &[],
     },
+    // The worker pool and its rendered MachineConfigs (issue 36: the files a
+    // node takes from the worker ignition, src/cluster/machine_config.rs).
+    Resource {
+        group: "machineconfiguration.openshift.io",
+        version: "v1",
+        kind: "MachineConfigPool",
+        plural: "machineconfigpools",
+        namespaced: false,
+        status: Status::Crd,
+        fields: &[],
+    },
+    Resource {
+        group: "machineconfiguration.openshift.io",
+        version: "v1",
+        kind: "MachineConfig",
+        plural: "machineconfigs",
+        namespaced: false,
+        status: Status::Crd,
+        fields: &[],
+    },
     Resource {
         group: "coordination.k8s.io",
         version: "v1",
