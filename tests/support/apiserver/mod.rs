@@ -8,8 +8,8 @@
 //! policy/v1 `poddisruptionbudgets`; events.k8s.io/v1 `events`;
 //! machine.openshift.io/v1beta1 `machinesets`, `machines`;
 //! config.openshift.io/v1 `proxies`, `infrastructures`, `networks`; operator.openshift.io/v1 `networks`
-//! (cluster); machineconfiguration.openshift.io/v1 `controllerconfigs`
-//! (cluster); core/v1 `secrets`, `configmaps`; certificates.k8s.io/v1
+//! (cluster); machineconfiguration.openshift.io/v1 `controllerconfigs`,
+//! `machineconfigs`, `machineconfigpools` (cluster); core/v1 `secrets`, `configmaps`; certificates.k8s.io/v1
 //! `certificatesigningrequests` (+ `status`, `approval`); coordination.k8s.io/v1
 //! `leases`; core/v1 `namespaces` (cluster), `services`, `endpoints` and
 //! monitoring.coreos.com/v1 `servicemonitors` (Windows node monitoring);
