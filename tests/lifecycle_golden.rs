@@ -114,6 +114,7 @@ fn spec(shell: Shell) -> NodeSpec {
         network: Err("no operator.openshift.io Network".into()),
         trusted_ca: Default::default(),
         platform: Default::default(),
+        node_manager_token: None,
     };
     let generated = render(&lifecycle, &material);
     lifecycle = lifecycle.with_generated(generated);

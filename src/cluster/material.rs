@@ -11,7 +11,8 @@
 //!   the service network of `network-conf.ps1`, [`super::network`]);
 //! - ControllerConfig `machine-config-controller`:
 //!   `spec.kubeAPIServerServingCAData` (the kubelet's client CA);
-//! - Proxy `cluster`'s trusted CA bundle ([`super::trusted_ca`]).
+//! - Proxy `cluster`'s trusted CA bundle ([`super::trusted_ca`]);
+//! - on Azure, cloud-node-manager's token ([`super::node_manager`]).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -51,7 +52,9 @@ fn text<'v>(value: &'v Value, pointer: &str, what: &str) -> Result<&'v str, Stri
 }
 
 /// Reads the material; the error names the object and field that failed.
-pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
+/// `mint`: whether a token may be minted ([`super::node_manager::token`];
+/// false in a dry run).
+pub async fn read(client: &Client, mint: bool) -> Result<ClusterMaterial, String> {
     let (namespace, name) = BOOTSTRAP_SECRET;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let secret = match secrets.get_opt(name).await {
@@ -98,6 +101,7 @@ pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
         format!("ControllerConfig {CONTROLLER_CONFIG}: spec.kubeAPIServerServingCAData is not base64 PEM")
     })?;
     let trusted_ca = super::trusted_ca::read(client).await?;
+    let node_manager_token = super::node_manager::token(client, platform, mint).await?;
     Ok(ClusterMaterial {
         api_server_url,
         bootstrap_token,
@@ -107,5 +111,6 @@ pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
         network,
         trusted_ca,
         platform,
+        node_manager_token,
     })
 }

@@ -56,6 +56,8 @@ pub struct ClusterMaterial {
     pub trusted_ca: super::trusted_ca::TrustedCa,
     /// The cluster's platform (Infrastructure `cluster`).
     pub platform: Platform,
+    /// On Azure, cloud-node-manager's token ([`super::node_manager`]).
+    pub node_manager_token: Option<String>,
 }
 
 impl fmt::Debug for ClusterMaterial {
@@ -111,7 +113,10 @@ pub fn render(spec: &LifecycleSpec, material: &ClusterMaterial) -> Vec<Generated
     ];
     let files =
         files.into_iter().map(|(name, content)| GeneratedFile { path: spec.kube_path(name), file: secret(content) });
-    files.chain(super::trusted_ca::render(spec, &material.trusted_ca)).collect()
+    files
+        .chain(super::trusted_ca::render(spec, &material.trusted_ca))
+        .chain(super::node_manager::render(spec, material))
+        .collect()
 }
 
 /// WMCO's KubeletConfiguration (`generateKubeletConfiguration`) for the
@@ -178,6 +183,7 @@ mod tests {
             network: Err("none".into()),
             trusted_ca: Default::default(),
             platform: Platform::None,
+            node_manager_token: None,
         };
         assert!(!format!("{material:?}").contains("TOKEN-SENTINEL"));
         let spec = crate::lifecycle::tests_support::posix_spec();

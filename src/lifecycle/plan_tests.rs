@@ -38,6 +38,7 @@ fn spec() -> LifecycleSpec {
         network: Err("no operator.openshift.io Network".into()),
         trusted_ca: Default::default(),
         platform: Default::default(),
+        node_manager_token: None,
     };
     let generated = render(&spec, &material);
     spec.with_generated(generated)
