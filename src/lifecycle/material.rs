@@ -115,7 +115,12 @@ pub fn render(spec: &LifecycleSpec, material: &ClusterMaterial) -> Vec<Generated
         files.into_iter().map(|(name, content)| GeneratedFile { path: spec.kube_path(name), file: secret(content) });
     files
         .chain(super::trusted_ca::render(spec, &material.trusted_ca))
-        .chain(super::node_manager::render(spec, material))
+        .chain(super::node_manager::render(
+            spec,
+            &material.api_server_url,
+            &material.bootstrap_ca,
+            material.node_manager_token.as_deref(),
+        ))
         .collect()
 }
 

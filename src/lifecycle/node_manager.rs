@@ -16,62 +16,49 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use serde_json::json;
 
-use super::material::{ClusterMaterial, redacted};
 use super::{GeneratedFile, LifecycleSpec};
-use crate::vocab::file::ManagedFile;
+use crate::vocab::file::{ManagedFile, sha256_hex};
 
 /// The file name, in the kube directory (WMCO's `C:\k\wicd-kubeconfig`).
 pub const KUBECONFIG: &str = "wicd-kubeconfig";
 
-/// The kubeconfig, when the material carries cloud-node-manager's token.
-pub fn render(spec: &LifecycleSpec, material: &ClusterMaterial) -> Option<GeneratedFile> {
-    let token = material.node_manager_token.as_deref()?;
+/// The kubeconfig for the API server at `server`, trusting `ca` (PEM),
+/// when the cluster material carries cloud-node-manager's `token`.
+pub fn render(spec: &LifecycleSpec, server: &str, ca: &str, token: Option<&str>) -> Option<GeneratedFile> {
+    let token = token?;
     let content = json!({
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{ "name": "local", "cluster": {
-            "server": material.api_server_url,
-            "certificate-authority-data": STANDARD.encode(material.bootstrap_ca.as_bytes()),
+            "server": server,
+            "certificate-authority-data": STANDARD.encode(ca.as_bytes()),
         }}],
         "users": [{ "name": "cloud-node-manager", "user": { "token": token } }],
         "contexts": [{ "name": "cloud-node-manager", "context": { "cluster": "local", "user": "cloud-node-manager" } }],
         "current-context": "cloud-node-manager",
     })
     .to_string();
-    let display = redacted(&content);
+    // Shown as the other secret files are (lifecycle::material's `redacted`).
+    let display = format!("<redacted> sha256:{}", &sha256_hex(content.as_bytes())[..12]);
     Some(GeneratedFile { path: spec.kube_path(KUBECONFIG), file: ManagedFile::with_secret(content, display) })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::vocab::platform::Platform;
-
-    fn material(token: Option<&str>) -> ClusterMaterial {
-        ClusterMaterial {
-            api_server_url: "https://api-int.x:6443".into(),
-            bootstrap_token: "t".into(),
-            bootstrap_ca: "CA".into(),
-            kubelet_ca: "KCA".into(),
-            cluster_dns: "172.30.0.10".into(),
-            network: Err("none".into()),
-            trusted_ca: Default::default(),
-            platform: Platform::Azure,
-            node_manager_token: token.map(str::to_owned),
-        }
-    }
 
     #[test]
     fn the_kubeconfig_is_written_only_with_a_token_and_never_shows_it() {
         let spec = crate::lifecycle::tests_support::posix_spec();
-        assert!(render(&spec, &material(None)).is_none());
-        let file = render(&spec, &material(Some("TOKEN-SENTINEL"))).unwrap();
+        let server = "https://api-int.x:6443";
+        assert!(render(&spec, server, "CA", None).is_none());
+        let file = render(&spec, server, "CA", Some("TOKEN-SENTINEL")).unwrap();
         assert_eq!(file.path, "payload/wicd-kubeconfig");
         let config: serde_json::Value = serde_json::from_str(file.file.content()).unwrap();
         assert_eq!(config["users"][0]["user"]["token"], "TOKEN-SENTINEL");
-        assert_eq!(config["clusters"][0]["cluster"]["server"], "https://api-int.x:6443");
+        assert_eq!(config["clusters"][0]["cluster"]["server"], server);
         assert_eq!(config["clusters"][0]["cluster"]["certificate-authority-data"], STANDARD.encode("CA"));
-        assert!(file.file.display().starts_with("<redacted> sha256:"));
+        assert_eq!(file.file.display(), crate::lifecycle::material::redacted(file.file.content()));
         assert!(!format!("{:?}", file.file).contains("TOKEN-SENTINEL"));
     }
 }
