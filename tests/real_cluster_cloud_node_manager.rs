@@ -4,7 +4,8 @@
 //! deploy/ binds to upstream's cloud-node-manager rules alone, keeps the
 //! token across rounds (the file and the service stay unchanged) and
 //! re-mints it once less than a third of its lifetime remains (the file
-//! changes and only the service naming it restarts). deploy/'s identity
+//! changes and only the service naming it restarts); deconfigure removes
+//! it. deploy/'s identity
 //! mints that account's tokens and no other's. On the real control plane
 //! (kube-apiserver's TokenRequest, RBAC and admission), with real sshd
 //! nodes and the fake kubelet.
@@ -27,6 +28,7 @@ use support::controlplane::{Backend, ControlPlane, TestApi, resource};
 use support::identity::{install_identity, service_account_token};
 use support::join::{Bench, bench, logs};
 use support::join_payload::{executable, services_manifest_with_cloud_node_manager};
+use winfleet::cluster::deconfigure::DeconfigureResult;
 use winfleet::cluster::node_manager::{self, LIFETIME_SECONDS, PLACEHOLDER, RECORD_SECRET, SERVICE_ACCOUNT};
 use winfleet::lifecycle::node_manager::KUBECONFIG;
 use winfleet::vocab::Shell;
@@ -53,10 +55,36 @@ async fn azure(plane: &ControlPlane) {
     api.patch_status("cluster", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
 }
 
-/// The kubeconfig on `bench`'s first node, as text.
-fn kubeconfig_on_node(bench: &Bench) -> String {
+/// Where the kubeconfig lies on `bench`'s node `n`.
+fn kubeconfig_path(bench: &Bench, n: usize) -> std::path::PathBuf {
     let spec = bench.desired.specs[&Shell::Posix].lifecycle.clone().unwrap();
-    std::fs::read_to_string(on_node(&bench.fleet.nodes[0], &spec.kube_path(KUBECONFIG))).unwrap()
+    on_node(&bench.fleet.nodes[n], &spec.kube_path(KUBECONFIG))
+}
+
+/// The kubeconfig on `bench`'s first node, as text; the second node's is the same.
+fn kubeconfig_on_node(bench: &Bench) -> String {
+    let text = std::fs::read_to_string(kubeconfig_path(bench, 0)).unwrap();
+    assert_eq!(std::fs::read_to_string(kubeconfig_path(bench, 1)).unwrap(), text, "one token for every node");
+    text
+}
+
+/// The first node leaves the repository; the round deconfigures it.
+async fn remove_first(bench: &mut Bench) {
+    let path = bench.repo.path().join("instances.yaml");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let first = format!("  - address: {}\n", bench.fleet.nodes[0].address);
+    let start = text.find(&first).unwrap();
+    let end = text[start + first.len()..].find("  - address: ").map_or(text.len(), |e| start + first.len() + e);
+    std::fs::write(&path, format!("{}{}", &text[..start], &text[end..])).unwrap();
+    bench.reload();
+    let report = bench.round().await;
+    let deconfigures = &report.cluster.as_ref().unwrap().deconfigures;
+    assert!(
+        matches!(deconfigures[..], [ref d] if matches!(d.result, DeconfigureResult::Deconfigured { .. })),
+        "{}\n{}",
+        report.render_text(),
+        logs(&bench.fleet)
+    );
 }
 
 fn token_of(kubeconfig: &str) -> String {
@@ -160,7 +188,7 @@ async fn record(plane: &ControlPlane) -> BTreeMap<String, String> {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_azure_node_gets_cloud_node_managers_kubeconfig_kept_and_rotated_before_expiry_on_the_real_control_plane() {
-    let Some(mut bench) = bench(Backend::Real, &["win-0"]).await else { return };
+    let Some(mut bench) = bench(Backend::Real, &["win-0", "win-1"]).await else { return };
     install_identity(plane(&bench), None).await;
     let mut master = fixtures::node("master-0", &[], true, &[]);
     master["metadata"]["labels"]["kubernetes.io/os"] = json!("linux");
@@ -228,6 +256,12 @@ async fn an_azure_node_gets_cloud_node_managers_kubeconfig_kept_and_rotated_befo
     }
     only_cloud_node_managers_rules(&client_of(&second).await, "win-0").await;
     assert_quiet(&bench.round().await);
+
+    // Deconfigure removes it with the other generated files; the node that
+    // stays keeps its own.
+    remove_first(&mut bench).await;
+    assert!(!kubeconfig_path(&bench, 0).exists(), "wicd-kubeconfig removed at deconfigure");
+    assert_eq!(std::fs::read_to_string(kubeconfig_path(&bench, 1)).unwrap(), second);
 }
 
 fn base64(text: &str) -> String {
