@@ -221,7 +221,7 @@ async fn csrs_are_selected_by_signer_and_the_openshift_objects_are_served() {
     server.seed(fixtures::infrastructure("https://api-int.x:6443"));
     server.seed(fixtures::network("172.30.0.0/16"));
     server.seed(fixtures::controller_config("KCA"));
-    let material = winfleet::cluster::material::read(&server.client()).await.unwrap();
+    let material = winfleet::cluster::material::read(&server.client(), true).await.unwrap();
     assert_eq!(material.api_server_url, "https://api-int.x:6443");
     assert_eq!(material.cluster_dns, "172.30.0.10");
     assert_eq!(material.kubelet_ca, "KCA");

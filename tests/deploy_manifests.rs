@@ -268,13 +268,14 @@ fn check_pod_events(variant: &str, objects: &[Value]) {
 }
 
 /// Every admission policy (base/admission.yaml) judges winfleet's
-/// ServiceAccount alone, fails closed and has its binding, which denies
+/// ServiceAccount alone (one, cloud-node-manager's, whose tokens winfleet mints), fails closed and has its binding, which denies
 /// (tests/real_cluster_admission.rs proves each rule on a real API server).
 fn check_admission_policies(variant: &str, objects: &[Value]) {
     let policies: Vec<&Value> = objects.iter().filter(|o| o["kind"] == "ValidatingAdmissionPolicy").collect();
     let names: Vec<&str> = policies.iter().map(|p| p["metadata"]["name"].as_str().unwrap()).collect();
     // kustomize sorts them by name.
     let expected = [
+        "winfleet-cloud-node-manager-nodes",
         "winfleet-namespace",
         "winfleet-own-objects",
         "winfleet-secrets",
@@ -284,9 +285,13 @@ fn check_admission_policies(variant: &str, objects: &[Value]) {
     assert_eq!(names, expected, "{variant}");
     let only_winfleet = json!([{"name": "winfleet-service-account",
         "expression": "request.userInfo.username == 'system:serviceaccount:winfleet:winfleet'"}]);
+    // The identity winfleet mints tokens for (Azure's cloud-node-manager) has its own.
+    let only_node_manager = json!([{"name": "cloud-node-manager-service-account",
+        "expression": "request.userInfo.username == 'system:serviceaccount:winfleet:winfleet-cloud-node-manager'"}]);
     for policy in policies {
         let name = policy["metadata"]["name"].as_str().unwrap();
-        assert_eq!(policy["spec"]["matchConditions"], only_winfleet, "{variant}: {name} judges winfleet alone");
+        let judged = if name == "winfleet-cloud-node-manager-nodes" { &only_node_manager } else { &only_winfleet };
+        assert_eq!(&policy["spec"]["matchConditions"], judged, "{variant}: {name} judges one identity alone");
         assert_eq!(policy["spec"]["failurePolicy"], "Fail", "{variant}: {name} fails closed");
         let binding = find(objects, "ValidatingAdmissionPolicyBinding", name);
         assert_eq!(binding["spec"]["policyName"], name, "{variant}");

@@ -232,6 +232,18 @@ const USES: &[(&str, &str, &str, &str, &str, &str)] = &[
     ("winfleet", "", "namespaces", "patch", "src/cluster/monitoring/mod.rs", "namespaces.patch(namespace"),
     ("openshift-config", "", "secrets", "get", "src/cluster/pull_secret.rs", "secrets.get_opt(name)"),
     ("openshift-config", "", "configmaps", "get", "src/cluster/trusted_ca.rs", "maps.get_opt(name)"),
+    // Azure: cloud-node-manager's token, minted for one ServiceAccount and kept in one Secret.
+    (
+        "winfleet",
+        "",
+        "serviceaccounts/token",
+        "create",
+        "src/cluster/node_manager.rs",
+        "accounts.create_token_request(SERVICE_ACCOUNT",
+    ),
+    ("winfleet", "", "secrets", "get", "src/cluster/node_manager.rs", "secrets.get_opt(RECORD_SECRET)"),
+    ("winfleet", "", "secrets", "patch", "src/cluster/node_manager.rs", "Patch::Apply(&object)"),
+    ("winfleet", "", "secrets", "create", "src/cluster/node_manager.rs", "Patch::Apply(&object)"),
 ];
 
 fn strings(value: &Value) -> Vec<String> {

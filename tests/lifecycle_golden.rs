@@ -115,6 +115,7 @@ fn spec(shell: Shell) -> NodeSpec {
         trusted_ca: Default::default(),
         platform: Default::default(),
         rendered_worker: None,
+        node_manager_token: None,
     };
     let generated = render(&lifecycle, &material);
     lifecycle = lifecycle.with_generated(generated);

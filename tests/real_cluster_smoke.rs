@@ -34,7 +34,7 @@ async fn a_node_is_created_and_listed_and_the_join_material_is_read() {
     assert_eq!(names, ["win-a"]);
 
     // What a join reads, from the seeded objects as an OpenShift cluster has them.
-    let material = winfleet::cluster::material::read(&plane.client()).await.unwrap();
+    let material = winfleet::cluster::material::read(&plane.client(), true).await.unwrap();
     assert_eq!(material.api_server_url, plane.url, "Infrastructure status.apiServerInternalURI");
     assert_eq!(material.bootstrap_token, plane.node_bootstrapper_token().await);
     assert_eq!(material.bootstrap_ca, plane.ca_pem(), "the token controller's ca.crt");

@@ -13,6 +13,7 @@
 //!   `spec.kubeAPIServerServingCAData` (the kubelet's client CA);
 //! - Proxy `cluster`'s trusted CA bundle ([`super::trusted_ca`]);
 //! - the worker pool's rendered MachineConfig ([`super::machine_config`]).
+//! - on Azure, cloud-node-manager's token ([`super::node_manager`]).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -52,7 +53,9 @@ fn text<'v>(value: &'v Value, pointer: &str, what: &str) -> Result<&'v str, Stri
 }
 
 /// Reads the material; the error names the object and field that failed.
-pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
+/// `mint`: whether a token may be minted ([`super::node_manager::token`];
+/// false in a dry run).
+pub async fn read(client: &Client, mint: bool) -> Result<ClusterMaterial, String> {
     let (namespace, name) = BOOTSTRAP_SECRET;
     let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let secret = match secrets.get_opt(name).await {
@@ -100,6 +103,7 @@ pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
     })?;
     let trusted_ca = super::trusted_ca::read(client).await?;
     let rendered_worker = super::machine_config::read(client).await?;
+    let node_manager_token = super::node_manager::token(client, platform, mint).await?;
     Ok(ClusterMaterial {
         api_server_url,
         bootstrap_token,
@@ -110,5 +114,6 @@ pub async fn read(client: &Client) -> Result<ClusterMaterial, String> {
         trusted_ca,
         platform,
         rendered_worker,
+        node_manager_token,
     })
 }

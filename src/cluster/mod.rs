@@ -39,6 +39,7 @@ pub mod material;
 pub mod metadata;
 pub mod monitoring;
 pub mod network;
+pub mod node_manager;
 pub mod observe;
 pub mod prerequisites;
 pub mod pull_secret;

@@ -59,6 +59,8 @@ pub struct ClusterMaterial {
     /// The worker pool's rendered MachineConfig ([`super::ignition`]);
     /// `None` when the cluster has none (a cluster without the MCO).
     pub rendered_worker: Option<super::ignition::RenderedWorker>,
+    /// On Azure, cloud-node-manager's token ([`super::node_manager`]).
+    pub node_manager_token: Option<String>,
 }
 
 impl fmt::Debug for ClusterMaterial {
@@ -116,7 +118,16 @@ pub fn render(spec: &LifecycleSpec, material: &ClusterMaterial) -> Vec<Generated
     let files =
         files.into_iter().map(|(name, content)| GeneratedFile { path: spec.kube_path(name), file: secret(content) });
     let worker = material.rendered_worker.iter().flat_map(|w| super::platform_files::render(spec, w));
-    files.chain(super::trusted_ca::render(spec, &material.trusted_ca)).chain(worker).collect()
+    files
+        .chain(super::trusted_ca::render(spec, &material.trusted_ca))
+        .chain(super::node_manager::render(
+            spec,
+            &material.api_server_url,
+            &material.bootstrap_ca,
+            material.node_manager_token.as_deref(),
+        ))
+        .chain(worker)
+        .collect()
 }
 
 /// WMCO's KubeletConfiguration (`generateKubeletConfiguration`) for the
@@ -184,6 +195,7 @@ mod tests {
             trusted_ca: Default::default(),
             platform: Platform::None,
             rendered_worker: None,
+            node_manager_token: None,
         };
         assert!(!format!("{material:?}").contains("TOKEN-SENTINEL"));
         let spec = crate::lifecycle::tests_support::posix_spec();

@@ -28,6 +28,7 @@ pub mod leftover;
 pub mod manifest;
 pub mod material;
 pub mod network;
+pub mod node_manager;
 pub mod node_name;
 pub mod plan;
 pub mod platform_files;

@@ -39,6 +39,7 @@ fn spec() -> LifecycleSpec {
         trusted_ca: Default::default(),
         platform: Default::default(),
         rendered_worker: None,
+        node_manager_token: None,
     };
     let generated = render(&spec, &material);
     spec.with_generated(generated)

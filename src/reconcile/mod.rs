@@ -132,7 +132,7 @@ pub async fn round<H: Host>(
     let lifecycle_on = desired.specs.values().any(|s| s.lifecycle.is_some())
         || instances.iter().chain(machines.iter().collect::<Vec<_>>().iter()).any(|i| i.spec.lifecycle.is_some());
     let material = match (&facts, lifecycle_on) {
-        (Some(_), true) => Some(material::read(&cluster.client).await),
+        (Some(_), true) => Some(material::read(&cluster.client, !options.dry_run).await),
         _ => None,
     };
     if let Some(Err(e)) = &material {

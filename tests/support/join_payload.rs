@@ -13,7 +13,19 @@ pub const TOKEN: &str = "abcdef.0123456789abcdef";
 /// The posix services manifest: containerd and the (fake) kubelet start
 /// before the Node exists; hybrid-overlay-node needs the Node's name.
 pub fn services_manifest() -> String {
-    manifest("", Vec::new())
+    manifest("", Vec::new(), Vec::new())
+}
+
+/// The same manifest with a stand-in for WMCO's Azure `cloud-node-manager`
+/// service: `payload/cloud-node-manager` (a payload file the test adds)
+/// started with `--kubeconfig=payload/wicd-kubeconfig`, the posix
+/// counterpart of `C:\k\wicd-kubeconfig`, and the Node's name.
+pub fn services_manifest_with_cloud_node_manager() -> String {
+    let service = serde_json::json!({ "name": "cloud-node-manager",
+        "path": "payload/cloud-node-manager --windows-service --node-name=NODE_NAME --wait-routes=false --kubeconfig=payload/wicd-kubeconfig",
+        "nodeVariablesInCommand": [{ "name": "NODE_NAME", "nodeObjectJsonPath": "{.metadata.name}" }],
+        "dependencies": ["kubelet"], "bootstrap": false, "priority": 2 });
+    manifest("", Vec::new(), vec![service])
 }
 
 /// The same manifest with the kubelet's host name overridden as WMCO's
@@ -24,23 +36,24 @@ pub fn services_manifest_overriding_the_host_name(script: &str) -> String {
     manifest(
         " --hostname-override=HOSTNAME_OVERRIDE",
         vec![serde_json::json!({ "variableName": "HOSTNAME_OVERRIDE", "path": script, "NodeArgs": null })],
+        Vec::new(),
     )
 }
 
 /// The same manifest with `args` appended to the kubelet's command (WMCO's
 /// AWS manifest's `--image-credential-provider-config=...`, for one).
 pub fn services_manifest_with_kubelet_args(args: &str) -> String {
-    manifest(&format!(" {args}"), Vec::new())
+    manifest(&format!(" {args}"), Vec::new(), Vec::new())
 }
 
-fn manifest(kubelet_args: &str, mut pre_scripts: Vec<serde_json::Value>) -> String {
+fn manifest(kubelet_args: &str, mut pre_scripts: Vec<serde_json::Value>, extra: Vec<serde_json::Value>) -> String {
     pre_scripts.push(
         serde_json::json!({ "variableName": "NODE_IP", "path": "set -- $SSH_CONNECTION; echo $3", "NodeArgs": null }),
     );
     let kubelet = format!(
         "payload/kube-node/kubelet --config=payload/kubelet.conf --bootstrap-kubeconfig=payload/bootstrap-kubeconfig --kubeconfig=payload/kubeconfig --node-labels=node.openshift.io/os_id=Windows{kubelet_args} --node-ip=NODE_IP"
     );
-    let services = serde_json::json!([
+    let mut services = serde_json::json!([
         { "name": "containerd", "path": "payload/containerd/containerd --config payload/containerd/containerd.toml",
           "bootstrap": true, "priority": 0 },
         { "name": "kubelet",
@@ -51,6 +64,7 @@ fn manifest(kubelet_args: &str, mut pre_scripts: Vec<serde_json::Value>) -> Stri
           "nodeVariablesInCommand": [{ "name": "NODE_NAME", "nodeObjectJsonPath": "{.metadata.name}" }],
           "dependencies": ["kubelet"], "bootstrap": false, "priority": 2 },
     ]);
+    services.as_array_mut().unwrap().extend(extra);
     format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: windows-services-test\n  namespace: openshift-windows-machine-config-operator\ndata:\n  files: '[]'\n  services: '{}'\n",
         services.to_string().replace('\'', "''")
