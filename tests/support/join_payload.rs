@@ -27,6 +27,12 @@ pub fn services_manifest_overriding_the_host_name(script: &str) -> String {
     )
 }
 
+/// The same manifest with `args` added to the kubelet's command (WMCO's
+/// per-platform flags, with posix paths).
+pub fn services_manifest_with_kubelet_args(args: &str) -> String {
+    manifest(args, Vec::new())
+}
+
 fn manifest(kubelet_args: &str, mut pre_scripts: Vec<serde_json::Value>) -> String {
     pre_scripts.push(
         serde_json::json!({ "variableName": "NODE_IP", "path": "set -- $SSH_CONNECTION; echo $3", "NodeArgs": null }),
