@@ -94,7 +94,7 @@ fn a_manifest_naming_a_file_nothing_provides_fails_validate_with_the_payload_at_
 
     let (code, out, err) = validate(&repo, Some(&dir));
     assert_eq!(code, 1, "{out}\n{err}");
-    let expected = r#"services.yaml:7:3: /data/services: service kubelet names "C:\k\nothing.yaml", which is not in the payload, not a file winfleet generates, and not one the node's services write themselves (docs/config-repository.md, "Files a services manifest names")"#;
+    let expected = r#"services.yaml:7:3: /data/services: service kubelet names "C:\k\nothing.yaml", which is not in the payload, not a file winfleet generates, and not one the node's services write themselves (docs/lifecycle.md, "Files a services manifest names")"#;
     assert!(err.lines().any(|l| l == expected), "{err}");
     assert!(err.contains("invalid: 1 error(s)"), "{err}");
 
@@ -169,9 +169,8 @@ fn azures_cloud_node_manager_must_be_in_the_payload_and_the_message_says_whose_b
 
 #[test]
 fn the_examples_repos_manifest_needs_only_wmcos_payload_on_any_platform() {
-    let desired = load(&read_worktree(&support::root().join("examples-repo")).unwrap(), LoadOptions::default())
-        .desired
-        .unwrap();
+    let desired =
+        load(&read_worktree(&support::root().join("examples-repo")).unwrap(), LoadOptions::default()).desired.unwrap();
     let root = tempfile::tempdir().unwrap();
     let mut files = WMCO_PAYLOAD.to_vec();
     files.push("generated/network-conf.ps1");
@@ -190,8 +189,7 @@ fn the_examples_repos_manifest_needs_only_wmcos_payload_on_any_platform() {
 }
 
 /// WMCO's AWS kubelet flags with the posix nodes' paths.
-const AWS_FLAGS: &str =
-    " --image-credential-provider-bin-dir=payload --image-credential-provider-config=payload/credential-provider-config.yaml";
+const AWS_FLAGS: &str = " --image-credential-provider-bin-dir=payload --image-credential-provider-config=payload/credential-provider-config.yaml";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wmcos_aws_kubelet_on_a_platform_none_cluster_fails_the_plan_with_the_reason_and_passes_on_aws() {

@@ -138,7 +138,7 @@ pub fn unprovided(spec: &LifecycleSpec, platform: Option<Platform>) -> Vec<Diagn
             },
             None => says(
                 "which is not in the payload, not a file winfleet generates, and not one the node's services write \
-                 themselves (docs/config-repository.md, \"Files a services manifest names\")"
+                 themselves (docs/lifecycle.md, \"Files a services manifest names\")"
                     .to_owned(),
             ),
         };

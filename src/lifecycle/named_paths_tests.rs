@@ -91,7 +91,7 @@ fn a_path_nothing_provides_is_an_error_at_the_manifest_naming_the_service_and_th
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(
         found[0].to_string(),
-        r#"services.yaml:8:3: /data/services: service kubelet names "C:\k\nothing.yaml", which is not in the payload, not a file winfleet generates, and not one the node's services write themselves (docs/config-repository.md, "Files a services manifest names")"#
+        r#"services.yaml:8:3: /data/services: service kubelet names "C:\k\nothing.yaml", which is not in the payload, not a file winfleet generates, and not one the node's services write themselves (docs/lifecycle.md, "Files a services manifest names")"#
     );
 }
 

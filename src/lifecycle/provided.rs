@@ -6,7 +6,7 @@
 //!
 //! Each per-platform name is one `pub const` here (a file name under the
 //! kube directory), so the modules that render those files can use it.
-//! docs/config-repository.md "Files a services manifest names" is the table.
+//! docs/lifecycle.md "Files a services manifest names" is the table.
 
 use super::{LifecycleSpec, material, network, trusted_ca};
 use crate::payload::layout::{WINDOWS_TEMP_DIR, payload_node_path};
