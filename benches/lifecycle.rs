@@ -82,6 +82,7 @@ fn manifest() -> ServicesManifest {
         ],
         digest: "ab".repeat(32),
         canonical: String::new(),
+        services_at: Default::default(),
     }
 }
 

@@ -80,6 +80,7 @@ fn manifest(shell: Shell) -> ServicesManifest {
         ],
         digest: "ab".repeat(32),
         canonical: String::new(),
+        services_at: Default::default(),
     }
 }
 

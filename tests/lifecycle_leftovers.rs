@@ -55,6 +55,7 @@ fn manifest() -> ServicesManifest {
         services: vec![kubelet],
         digest: "ab".repeat(32),
         canonical: String::new(),
+        services_at: Default::default(),
     }
 }
 

@@ -59,6 +59,7 @@ fn manifest() -> ServicesManifest {
         services: vec![kubelet, hon],
         digest: "ab".repeat(32),
         canonical: String::new(),
+        services_at: Default::default(),
     }
 }
 

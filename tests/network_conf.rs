@@ -76,6 +76,7 @@ fn wmco_manifest() -> ServicesManifest {
         ],
         digest: "ab".repeat(32),
         canonical: String::new(),
+        services_at: Default::default(),
     }
 }
 

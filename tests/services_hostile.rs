@@ -406,6 +406,7 @@ fn unchecked(value: &str) -> ServicesManifest {
         services: vec![service("base", 0, vec![]), service(&format!("svc{value}"), 1, vec![format!("base{value}")])],
         digest: "ab".repeat(32),
         canonical: String::new(),
+        services_at: Default::default(),
     }
 }
 

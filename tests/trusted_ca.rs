@@ -360,6 +360,7 @@ fn the_import_scripts_match_their_golden_files_and_parse() {
             services: vec![],
             digest: "ab".repeat(32),
             canonical: String::new(),
+            services_at: Default::default(),
         };
         let dirs = LifecycleDirs { posix_payload: "payload", posix_units: "/etc/systemd/system", registries: "" };
         let spec = LifecycleSpec::new(shell, &format!("sha256:{}", "cd".repeat(32)), &manifest, dirs);

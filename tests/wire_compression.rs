@@ -61,6 +61,7 @@ fn instance(fleet: &TestFleet, payload: &Arc<Payload>) -> Instance {
         services: vec![],
         digest: "ab".repeat(32),
         canonical: String::new(),
+        services_at: Default::default(),
     };
     let dirs = LifecycleDirs { posix_payload: "payload", posix_units: "units", registries: "certs.d" };
     let state = PayloadState::Loaded(Arc::clone(payload));

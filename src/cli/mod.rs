@@ -42,7 +42,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Validate a config repository: exit 0 when valid (warnings allowed), 1 when invalid.
-    Validate(RepoArgs),
+    Validate(ValidateArgs),
     /// Write the files each node would get: OUT/<address>/registries/<registry>/hosts.toml and OUT/<address>/environment.
     ///
     /// They may hold pull-secret credentials and a proxy password, so the files are written 0600
@@ -96,6 +96,17 @@ struct RepoArgs {
     path: Option<String>,
     #[command(flatten)]
     verify: verify::VerifyArgs,
+}
+
+#[derive(Debug, clap::Args)]
+struct ValidateArgs {
+    #[command(flatten)]
+    repo: RepoArgs,
+    /// Also check the services manifest against this payload directory (the one the Fleet's
+    /// spec.payload.digest pins): every file its services name under C:\k, C:\Temp or the posix
+    /// payload directory must be a payload file, a file winfleet generates, or a runtime file.
+    #[arg(long, value_name = "DIR", env = "WINFLEET_PAYLOAD_DIR")]
+    payload_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]

@@ -168,6 +168,9 @@ fn load_parsed(snapshot: &Snapshot, parsed: parse::Parsed<'_>, options: LoadOpti
     for configmap in &mut documents.configmaps {
         configmap.value.order = data_order(snapshot, configmap);
     }
+    for services in &mut documents.services {
+        services.value.services_at = position(snapshot, &services.path, services.index, "/data/services");
+    }
     let desired = rules::check(documents, options, &mut diagnostics);
     locate_all(snapshot, &mut diagnostics);
     diagnostic::sort(&mut diagnostics);
@@ -316,6 +319,13 @@ fn data_order(snapshot: &Snapshot, doc: &Doc<kinds::configmap::InstancesConfigMa
         .collect();
     keys.sort();
     keys.into_iter().map(|(_, key)| key.clone()).collect()
+}
+
+/// Where `pointer` is written in document `index` of the file at `path`;
+/// (0, 0) when not found.
+fn position(snapshot: &Snapshot, path: &str, index: usize, pointer: &str) -> (usize, usize) {
+    let text = snapshot.files.iter().find(|f| f.path == path).and_then(|f| std::str::from_utf8(&f.bytes).ok());
+    text.map(yaml::positions).and_then(|p| p.get(index).and_then(|doc| doc.get(pointer).copied())).unwrap_or((0, 0))
 }
 
 fn locate_all(snapshot: &Snapshot, diagnostics: &mut [Diagnostic]) {

@@ -20,6 +20,32 @@ pub struct ServicesManifest {
     pub digest: String,
     /// Deterministic JSON of the services (what the desired version hashes).
     pub canonical: String,
+    /// Where its `data.services` is written (what a finding about a
+    /// service points at).
+    pub services_at: ManifestAt,
+}
+
+/// Where a services manifest's `data.services` is written: the file, the
+/// YAML document in it, the line and column (0 when not known).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ManifestAt {
+    /// Repository path of the file.
+    pub path: String,
+    /// Index of the YAML document in the file.
+    pub document: usize,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub column: usize,
+}
+
+impl ManifestAt {
+    /// An error about `data.services` there, as validation prints it.
+    pub fn error(&self, message: impl Into<String>) -> crate::diagnostic::Diagnostic {
+        let mut d = crate::diagnostic::Diagnostic::error(&self.path, self.document, "/data/services", message);
+        (d.line, d.column) = (self.line, self.column);
+        d
+    }
 }
 
 /// One service.

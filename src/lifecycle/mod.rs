@@ -27,11 +27,13 @@ pub mod ignition;
 pub mod leftover;
 pub mod manifest;
 pub mod material;
+pub mod named_paths;
 pub mod network;
 pub mod node_manager;
 pub mod node_name;
 pub mod plan;
 pub mod platform_files;
+pub mod provided;
 pub mod record;
 mod removal;
 pub mod resolve;
@@ -42,7 +44,7 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::lifecycle::manifest::ServicesManifest;
+use crate::lifecycle::manifest::{ManifestAt, ServicesManifest};
 use crate::payload::Payload;
 use crate::payload::layout::{WINDOWS_K_DIR, WINDOWS_TEMP_DIR, parents, payload_node_path};
 use crate::vocab::Shell;
@@ -90,6 +92,9 @@ pub struct LifecycleSpec {
     pub payload_digest: String,
     /// The services ConfigMap in force (for messages).
     pub manifest: String,
+    /// Where its `data.services` is written (findings about the files its
+    /// services name point there: [`named_paths`]).
+    pub manifest_at: ManifestAt,
     /// Where generated files live: `C:\k`, or the Fleet's payload
     /// directory on posix nodes (relative = from the SSH user's home).
     pub kube_dir: String,
@@ -172,6 +177,7 @@ impl LifecycleSpec {
             version: version(payload_digest, &manifest.digest),
             payload_digest: payload_digest.to_owned(),
             manifest: manifest.name.clone(),
+            manifest_at: manifest.services_at.clone(),
             kube_dir,
             units_dir,
             registries_dir: Some(dirs.registries.to_owned()).filter(|d| !d.is_empty()),
@@ -209,13 +215,20 @@ impl LifecycleSpec {
             return blocked(e.to_string());
         }
         let spec = self.with_payload(payload);
-        match material {
+        let spec = match material {
             None => spec,
             Some(Ok(m)) => {
                 let spec = LifecycleSpec { platform: m.platform, ..spec };
                 network::with_network(&spec, m.network.as_ref().ok(), material::render(&spec, m))
             }
-            Some(Err(e)) => blocked(format!("cannot read the cluster material a node needs to join: {e}")),
+            Some(Err(e)) => return blocked(format!("cannot read the cluster material a node needs to join: {e}")),
+        };
+        // Without a cluster the platform is not known: a file only some
+        // platforms get is taken as provided.
+        let platform = material.map(|_| spec.platform);
+        match named_paths::unprovided(&spec, platform).as_slice() {
+            [] => spec,
+            findings => blocked(named_paths::reason(findings)),
         }
     }
 

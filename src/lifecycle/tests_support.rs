@@ -1,7 +1,7 @@
 //! Specs for the lifecycle's unit tests.
 
 use super::*;
-use crate::lifecycle::manifest::{NodeJsonPath, NodeVariable, PreScript, ServiceDef};
+use crate::lifecycle::manifest::{ManifestAt, NodeJsonPath, NodeVariable, PreScript, ServiceDef};
 
 /// A posix spec with a bootstrap kubelet (a NODE_IP pre-script) and a
 /// hybrid-overlay-node that needs the Node.
@@ -38,7 +38,20 @@ pub fn posix_spec() -> LifecycleSpec {
         ],
         digest: "ab".repeat(32),
         canonical: String::new(),
+        services_at: ManifestAt { path: "services.yaml".into(), document: 0, line: 8, column: 3 },
     };
     let dirs = LifecycleDirs { posix_payload: "payload", posix_units: "units", registries: "certs.d" };
     LifecycleSpec::new(Shell::Posix, &format!("sha256:{}", "cd".repeat(32)), &manifest, dirs)
+}
+
+/// A Windows spec of WMCO's layout, with the posix spec's services.
+pub fn windows_spec() -> LifecycleSpec {
+    let posix = posix_spec();
+    LifecycleSpec {
+        shell: Shell::Powershell,
+        kube_dir: crate::payload::layout::WINDOWS_K_DIR.to_owned(),
+        units_dir: None,
+        ..posix
+    }
+    .with_generated(Vec::new())
 }

@@ -43,7 +43,7 @@ pub fn services_manifest_overriding_the_host_name(script: &str) -> String {
 /// The same manifest with `args` appended to the kubelet's command (WMCO's
 /// AWS manifest's `--image-credential-provider-config=...`, for one).
 pub fn services_manifest_with_kubelet_args(args: &str) -> String {
-    manifest(&format!(" {args}"), Vec::new(), Vec::new())
+    manifest(&format!(" {}", args.trim_start()), Vec::new(), Vec::new())
 }
 
 fn manifest(kubelet_args: &str, mut pre_scripts: Vec<serde_json::Value>, extra: Vec<serde_json::Value>) -> String {

@@ -30,6 +30,10 @@ pub struct ServicesConfigMap {
     /// WMCO creates it immutable.
     #[serde(default)]
     pub immutable: Option<bool>,
+    /// Where `data.services` is written (line, column): set by the loader
+    /// from the file's text, as the messages about its services point there.
+    #[serde(skip)]
+    pub services_at: (usize, usize),
 }
 
 /// Metadata of an object copied from a cluster: the fields a person writes,

@@ -18,7 +18,7 @@ use crate::desired::Doc;
 use crate::desired::kinds::services::{FileJson, ServiceJson, ServicesConfigMap};
 use crate::desired::model::FleetSettings;
 use crate::diagnostic::{Diagnostic, child, shown};
-use crate::lifecycle::manifest::{NodeVariable, ServiceDef, ServicesManifest};
+use crate::lifecycle::manifest::{ManifestAt, NodeVariable, ServiceDef, ServicesManifest};
 use crate::node::MANAGED_ENVIRONMENT;
 use crate::vocab::file::sha256_hex;
 
@@ -139,6 +139,12 @@ fn manifest(doc: &Doc<ServicesConfigMap>, diagnostics: &mut Vec<Diagnostic>) -> 
             digest: sha256_hex(canonical.as_bytes()),
             canonical,
             services: defs,
+            services_at: ManifestAt {
+                path: doc.path.clone(),
+                document: doc.index,
+                line: doc.value.services_at.0,
+                column: doc.value.services_at.1,
+            },
         }
     })
 }
