@@ -127,7 +127,38 @@ pub fn network(network: &Value) -> Result<(), String> {
                     hybridOverlayConfig.hybridClusterNetwork is empty): configure hybrid networking first"
             .to_owned());
     }
+    let cidrs = |list: &Value| -> Vec<String> {
+        list.as_array().into_iter().flatten().filter_map(|n| n["cidr"].as_str().map(str::to_owned)).collect()
+    };
+    let class_e: Vec<String> = [
+        ("spec.clusterNetwork", cidrs(&network["spec"]["clusterNetwork"])),
+        ("hybridClusterNetwork", cidrs(&hybrid["hybridClusterNetwork"])),
+    ]
+    .into_iter()
+    .flat_map(|(field, list)| list.into_iter().filter(|c| is_class_e(c)).map(move |c| format!("{c} ({field})")))
+    .collect();
+    if !class_e.is_empty() {
+        return Err(format!("{} {CLASS_E}", class_e.join(", ")));
+    }
     Ok(())
+}
+
+/// Why a class E cluster network is refused: the words of OpenShift's
+/// "Enabling Windows container workloads" (Installing the WMCO, note).
+pub const CLASS_E: &str = "is in class E (240.0.0.0/4): due to a limitation within the Windows operating system, \
+    clusterNetwork CIDR addresses of class E, such as 240.0.0.0, are not compatible with Windows nodes";
+
+/// Whether an IPv4 CIDR (`a.b.c.d/n`) reaches into class E (240.0.0.0/4):
+/// its last address is 240.0.0.0 or above. An IPv6 or malformed CIDR is
+/// not (the Network's own validation judges its shape).
+pub fn is_class_e(cidr: &str) -> bool {
+    let Some((address, prefix)) = cidr.trim().split_once('/') else { return false };
+    let (Ok(address), Ok(prefix)) = (address.parse::<std::net::Ipv4Addr>(), prefix.parse::<u32>()) else {
+        return false;
+    };
+    let Some(host_bits) = 32u32.checked_sub(prefix) else { return false };
+    let last = u32::from(address) | u32::MAX.checked_shr(prefix).filter(|_| host_bits > 0).unwrap_or(0);
+    last >= u32::from(std::net::Ipv4Addr::new(240, 0, 0, 0))
 }
 
 #[cfg(test)]
@@ -157,6 +188,31 @@ mod tests {
         let sdn = json!({"spec": {"defaultNetwork": {"type": "OpenShiftSDN"}}});
         assert!(network(&sdn).unwrap_err().contains("OpenShiftSDN, not OVNKubernetes"));
         assert!(network(&json!({})).unwrap_err().contains("not set"));
+    }
+
+    #[test]
+    fn a_class_e_cluster_network_is_refused_with_the_documented_reason() {
+        let with = |cluster: &str, hybrid: &str| {
+            json!({"spec": {"clusterNetwork": [{"cidr": "10.128.0.0/14", "hostPrefix": 23}, {"cidr": cluster}],
+                "serviceNetwork": ["172.30.0.0/16"], "defaultNetwork": {"type": "OVNKubernetes", "ovnKubernetesConfig":
+                {"hybridOverlayConfig": {"hybridClusterNetwork": [{"cidr": hybrid, "hostPrefix": 23}]}}}}})
+        };
+        assert_eq!(network(&with("10.0.0.0/16", "10.132.0.0/14")), Ok(()));
+        let refused = network(&with("240.0.0.0/14", "10.132.0.0/14")).unwrap_err();
+        assert_eq!(refused, format!("240.0.0.0/14 (spec.clusterNetwork) {CLASS_E}"));
+        assert!(refused.contains("are not compatible with Windows nodes"), "{refused}");
+        let hybrid = network(&with("10.0.0.0/16", "250.4.0.0/16")).unwrap_err();
+        assert!(hybrid.starts_with("250.4.0.0/16 (hybridClusterNetwork) is in class E"), "{hybrid}");
+    }
+
+    #[test]
+    fn a_cidr_is_class_e_when_any_of_its_addresses_is() {
+        for e in ["240.0.0.0/4", "240.0.0.0/14", "255.255.255.255/32", "224.0.0.0/3", "0.0.0.0/0", "128.0.0.0/1"] {
+            assert!(is_class_e(e), "{e}");
+        }
+        for not in ["10.128.0.0/14", "239.255.255.255/32", "224.0.0.0/4", "fd01::/48", "nonsense", "240.0.0.0/33", ""] {
+            assert!(!is_class_e(not), "{not}");
+        }
     }
 
     #[test]
