@@ -84,6 +84,8 @@ pub struct KnownHosts {
     path: PathBuf,
     trust_on_first_use: bool,
     entries: Mutex<Vec<Entry>>,
+    /// The key each host (`host_name`) last presented and had accepted.
+    accepted: Mutex<std::collections::BTreeMap<String, PublicKey>>,
 }
 
 /// How a host key was accepted.
@@ -105,12 +107,27 @@ impl KnownHosts {
             Err(e) => return Err(e),
         };
         let entries = ssh_key::known_hosts::KnownHosts::new(&text).filter_map(|line| usable(line.ok()?)).collect();
-        Ok(Self { path: path.to_owned(), trust_on_first_use, entries: Mutex::new(entries) })
+        Ok(Self { path: path.to_owned(), trust_on_first_use, entries: Mutex::new(entries), accepted: Mutex::default() })
     }
 
     /// Checks the key `host:port` presented; with trust-on-first-use, an
     /// unknown host's key is recorded.
     pub fn verify(&self, host: &str, port: u16, key: &PublicKey) -> Result<Accepted, HostKeyError> {
+        let accepted = self.check(host, port, key)?;
+        let mut keys = self.accepted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        keys.insert(host_name(host, port), key.clone());
+        Ok(accepted)
+    }
+
+    /// The key `host:port` presented last and had accepted by
+    /// [`Self::verify`] (`None`: no connection yet): the host key the
+    /// Node's `ssh-host-key` annotation pins, as WMCO's does.
+    pub fn accepted(&self, host: &str, port: u16) -> Option<PublicKey> {
+        let keys = self.accepted.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        keys.get(&host_name(host, port)).cloned()
+    }
+
+    fn check(&self, host: &str, port: u16, key: &PublicKey) -> Result<Accepted, HostKeyError> {
         let name = host_name(host, port);
         let presented = fingerprint(key);
         let file = self.path.display().to_string();

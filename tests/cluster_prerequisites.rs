@@ -162,7 +162,7 @@ async fn a_cluster_with_no_operator_network_and_no_declared_kubelet_is_not_check
     assert_eq!(cluster.prerequisites.refused, None);
     assert_eq!(
         cluster.prerequisites.notes,
-        [winfleet::cluster::prerequisites::KUBELET_NOT_DECLARED, winfleet::cluster::prerequisites::NOT_OPENSHIFT]
+        [winfleet::cluster::prerequisites::KUBELET_UNKNOWN, winfleet::cluster::prerequisites::NOT_OPENSHIFT]
     );
     assert!(report.render_text().contains("- prerequisites: no operator.openshift.io/v1 Network cluster"));
     assert_eq!(cluster.joins[0].result, JoinResult::Joined, "{}\n{}", report.render_text(), logs(&bench.fleet));
@@ -204,4 +204,58 @@ async fn a_refusal_holds_the_upgrade_of_a_joined_node_which_keeps_its_version_un
     assert!(matches!(upgrade.result, UpgradeResult::Upgraded { .. }), "{text}\n{}", logs(&bench.fleet));
     let node = bench.node(NAME).await;
     assert_eq!(node["metadata"]["annotations"][winfleet::lifecycle::VERSION_ANNOTATION], bench.version());
+}
+
+/// Stamps the bench payload's (fake) kubelet with `version` as the
+/// Kubernetes build stamps a real one: the text Go's build information
+/// holds (`k8s.io/component-base/version.gitVersion=…`), here a comment
+/// line of the wrapper script, and pins the new payload.
+fn stamp_kubelet(bench: &mut Bench, version: &str) {
+    bench.repin(|dir| {
+        let kubelet = dir.join("kube-node/kubelet");
+        let script = fs::read_to_string(&kubelet).unwrap();
+        let script: String = script.lines().filter(|l| !l.contains("gitVersion")).map(|l| format!("{l}\n")).collect();
+        fs::write(&kubelet, format!("{script}# -X k8s.io/component-base/version.gitVersion={version}\n")).unwrap();
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_payloads_own_kubelet_version_is_judged_when_the_fleet_declares_none() {
+    let Some(mut bench) = bench(Backend::InMemory, &[NAME]).await else { return };
+    let TestApi::InMemory { server, .. } = &bench.api else { unreachable!() };
+    server.set_version(KUBERNETES_VERSION);
+    declare_kubelet(&mut bench, None);
+    stamp_kubelet(&mut bench, "v1.33.2+a80dac2");
+    assert_eq!(bench.payload.kubelet_version.as_deref(), Some("v1.33.2+a80dac2"));
+    let too_old = format!(
+        "the payload's kubelet v1.33.2+a80dac2 is 4 minor versions older than the API server {KUBERNETES_VERSION}; \
+         at most 3 are supported"
+    );
+    held(&bench, &too_old).await;
+
+    // A declaration the payload contradicts is refused, even within the skew.
+    declare_kubelet(&mut bench, Some("v1.37.0"));
+    let contradicted = "the Fleet declares the payload's kubelet v1.37.0 (spec.payload.kubeletVersion), but the \
+                        payload's kubelet is v1.33.2+a80dac2: correct the declaration or pin the payload meant";
+    held(&bench, contradicted).await;
+
+    // A payload within the skew joins, with or without a declaration.
+    declare_kubelet(&mut bench, None);
+    stamp_kubelet(&mut bench, "v1.36.2+a80dac2");
+    let report = bench.round().await;
+    let cluster = report.cluster.as_ref().unwrap();
+    assert_eq!(cluster.prerequisites.refused, None, "{}", report.render_text());
+    assert!(!cluster.prerequisites.notes.iter().any(|n| n.contains("kubelet")), "{:?}", cluster.prerequisites);
+    assert_eq!(cluster.joins[0].result, JoinResult::Joined, "{}\n{}", report.render_text(), logs(&bench.fleet));
+}
+
+/// The real control plane's binary is a Go program built with Kubernetes'
+/// own linker flags (tests/controlplane/ldflags), as WMCO builds
+/// kubelet.exe: its build information says its version.
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
+#[test]
+fn a_go_binary_built_with_kubernetes_linker_flags_says_its_version() {
+    let binary = support::controlplane::ensure_built().unwrap();
+    let found = winfleet::payload::kubelet_version::scan(&binary).unwrap();
+    assert_eq!(found.as_deref(), Some(KUBERNETES_VERSION));
 }

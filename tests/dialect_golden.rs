@@ -43,6 +43,7 @@ fn facts(spec: &NodeSpec) -> NodeFacts {
         hostname: "node".into(),
         os: "test".into(),
         edition: String::new(),
+        firewall: Default::default(),
         boot_id: Some("boot-1".into()),
         registries: BTreeMap::from([
             ("quay.io".to_owned(), Some("00".to_owned())),

@@ -39,9 +39,10 @@ async fn a_pushed_instance_becomes_a_ready_labelled_uncordoned_node_and_the_next
     }
     assert_eq!(cluster.joins.len(), 2, "{}", report.render_text());
     let version = setup.version();
-    for name in ["win-node-1", "win-node-2"] {
+    for (name, test_node) in ["win-node-1", "win-node-2"].into_iter().zip(&setup.fleet.nodes) {
         let node = node(&setup.server, name);
         support::join::assert_joined(&node, name, &version, &setup.pool.public_key_hash());
+        support::join::assert_host_key(&node, &test_node.dir);
         assert_eq!(node["spec"]["taints"][0]["key"], "os", "the kubelet registered with kubelet.conf's taint");
     }
     let csrs = setup.server.list("certificates.k8s.io/v1", "CertificateSigningRequest");

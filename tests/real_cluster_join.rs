@@ -109,6 +109,7 @@ async fn three_nodes_join_and_the_next_round_writes_nothing(bench: &Bench) {
         // Each sshd node has its own boot (fleet.rs bind-mounts its boot_id).
         let boot_id = std::fs::read_to_string(test_node.dir.join("boot_id")).unwrap().trim().to_owned();
         support::join::assert_joined(&node, &name, &version, &bench.pool.public_key_hash());
+        support::join::assert_host_key(&node, &test_node.dir);
         let taints = node["spec"]["taints"].as_array().cloned().unwrap_or_default();
         assert!(taints.iter().any(|t| t["key"] == "os"), "registered with kubelet.conf's taint: {taints:?}");
         let ready = node["status"]["conditions"]

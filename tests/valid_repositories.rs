@@ -101,3 +101,27 @@ fn every_schema_file_is_embedded_and_compiles() {
         assert_eq!(embedded, text, "{path} is the embedded schema");
     }
 }
+
+/// A repository that mirrors quay.io only (disconnected nodes would pull
+/// everything else directly) is valid, with a warning naming the pause
+/// image; the examples repo, which mirrors it, gets none.
+#[test]
+fn mirrors_without_the_pause_images_registry_are_valid_with_a_warning_naming_the_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let idms = "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: quay\nspec:\n  \
+                imageDigestMirrors:\n  - source: quay.io/org\n    mirrors:\n    - mirror.corp.example/org\n";
+    std::fs::write(dir.path().join("quay.yaml"), idms).unwrap();
+    let loaded = load(&read_worktree(dir.path()).unwrap(), LoadOptions::default());
+    assert!(loaded.desired.is_some());
+    let text: Vec<String> = loaded.diagnostics.iter().map(ToString::to_string).collect();
+    assert_eq!(
+        text,
+        [
+            "quay.yaml:5:1: /spec: warning: the mirror sets mirror 1 registry but not mcr.microsoft.com, the registry of \
+          the pause image every Windows pod needs (mcr.microsoft.com/oss/kubernetes/pause:3.9, containerd's \
+          sandbox_image): a node that cannot reach it starts no pod; mirror it too"
+        ]
+    );
+    let examples = load(&read_worktree(&support::root().join("examples-repo")).unwrap(), LoadOptions::default());
+    assert!(!examples.diagnostics.iter().any(|d| d.message.contains("pause image")), "{:?}", examples.diagnostics);
+}

@@ -27,6 +27,17 @@ pub fn run(command: &PayloadCommand) -> anyhow::Result<ExitCode> {
             for skipped in &payload.skipped {
                 output::warn(&format!("note: {} is not part of the payload: {}", skipped.path, skipped.reason));
             }
+            match &payload.kubelet_version {
+                Some(version) => output::warn(&format!(
+                    "note: the payload's kubelet is {version} (its build information): the version skew with the \
+                     API server is judged by it"
+                )),
+                None => output::warn(
+                    "note: the payload's kubelet says no version (no kubelet, or no \
+                     k8s.io/component-base/version.gitVersion in its build information): declare it in the Fleet's \
+                     spec.payload.kubeletVersion, or the version skew is not checked",
+                ),
+            }
             output::out(&format!("{}\n{}", payload.digest, payload.manifest));
             Ok(ExitCode::SUCCESS)
         }

@@ -26,6 +26,7 @@ use futures::stream::FuturesUnordered;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, ListParams};
+use russh::keys::PublicKey;
 use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::Mutex;
@@ -259,10 +260,12 @@ async fn join_one(shared: &Shared<'_>, candidate: Candidate<'_>) -> JoinReport {
     progress::step(address, Phase::Join, &format!("registered as Node {}", node.name));
     report.node = Some(node.name.clone());
     let regarding = || Regarding::Node(&node.name, &node.uid);
+    let host_key = shared.pool.host_key(address, candidate.instance.port);
     let steps = async {
         cordon(&nodes, &node.name, None).await.map_err(|e| (JoinStep::Cordon, e))?;
-        let node =
-            metadata(&nodes, &candidate, &node.name, shared.key_hash).await.map_err(|e| (JoinStep::Metadata, e))?;
+        let node = metadata(&nodes, &candidate, &node.name, (shared.key_hash, host_key.as_ref()))
+            .await
+            .map_err(|e| (JoinStep::Metadata, e))?;
         let started = jiff::Timestamp::now();
         let context = NodeContext { mode: Some(Mode::Join), node: Some(node.object.clone()), disrupt: true };
         let services = engine::node(shared.pool, candidate.instance, false, &context).await;
@@ -325,12 +328,22 @@ async fn registered(shared: &Shared<'_>, nodes: &Api<Node>, ipv4: Option<Ipv4Add
 }
 
 /// WMCO's labels and annotation, and the instance's own metadata.
-async fn metadata(nodes: &Api<Node>, candidate: &Candidate<'_>, name: &str, key_hash: &str) -> Result<NodeObs, String> {
+/// With the host key the node's SSH connection had accepted: WMCO's
+/// `ssh-host-key` annotations ([`super::host_key`]).
+async fn metadata(
+    nodes: &Api<Node>,
+    candidate: &Candidate<'_>,
+    name: &str,
+    (key_hash, host_key): (&str, Option<&PublicKey>),
+) -> Result<NodeObs, String> {
     patch_fresh(nodes, name, |node| {
         let mut body =
             plan_node_metadata(candidate.instance, node).map_or_else(|| json!({ "metadata": {} }), |p| p.patch);
         if node.annotations.get(PUB_KEY_HASH_ANNOTATION).map(String::as_str) != Some(key_hash) {
             body["metadata"]["annotations"][PUB_KEY_HASH_ANNOTATION] = Value::String(key_hash.to_owned());
+        }
+        for (key, value) in super::host_key::missing(host_key, node) {
+            body["metadata"]["annotations"][key] = Value::String(value);
         }
         let mut wanted: Vec<(&str, &str)> = vec![(WORKER_LABEL, "")];
         if candidate.byoh {

@@ -30,6 +30,7 @@ pub mod disagree;
 pub mod drain;
 pub mod events;
 pub mod fault;
+pub mod host_key;
 pub mod join;
 pub mod keys;
 pub mod machine_config;

@@ -12,7 +12,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::apply::api_error;
-use crate::vocab::kube_version::major_minor;
+use crate::vocab::kube_version::{agrees, major_minor};
 
 /// The cluster's prerequisites as one round found them.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -34,29 +34,58 @@ impl Prerequisites {
     }
 }
 
-/// What is said when the Fleet declares no kubelet version.
-pub const KUBELET_NOT_DECLARED: &str = "the payload's kubelet version is not declared (Fleet \
+/// What is said when the payload's kubelet version is not known.
+pub const KUBELET_UNKNOWN: &str = "the payload's kubelet version is not known (its kubelet carries no \
+    k8s.io/component-base/version.gitVersion in its build information, and the Fleet declares no \
     spec.payload.kubeletVersion): the version skew with the API server is not checked";
 /// What is said when the cluster has no operator.openshift.io Network.
 pub const NOT_OPENSHIFT: &str = "no operator.openshift.io/v1 Network cluster (not an OpenShift cluster): \
     the cluster network is not checked";
 
-/// The prerequisites from what was read: the payload's declared kubelet
-/// version (`None`: not declared), the API server's `gitVersion` and the
-/// operator.openshift.io Network `cluster` (`Ok(None)`: the cluster has
-/// none, so it is no OpenShift cluster). A read that failed refuses: what
-/// cannot be checked is not assumed.
+/// The payload's kubelet version, as the repository declares it and as
+/// the payload's kubelet says it ([`crate::payload::kubelet_version`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Kubelet<'a> {
+    /// The Fleet's `spec.payload.kubeletVersion`.
+    pub declared: Option<&'a str>,
+    /// Read from the payload's kubelet.
+    pub payload: Option<&'a str>,
+}
+
+impl<'a> Kubelet<'a> {
+    /// The version the skew is judged by: the payload's own, else the
+    /// declared one (`Ok(None)`: neither is known). A declared version
+    /// the payload's kubelet contradicts is refused: the declaration is
+    /// wrong, or the payload is not the one meant.
+    pub fn version(self) -> Result<Option<&'a str>, String> {
+        match (self.declared, self.payload) {
+            (Some(declared), Some(found)) if !agrees(declared, found) => Err(format!(
+                "the Fleet declares the payload's kubelet {declared} (spec.payload.kubeletVersion), but the \
+                 payload's kubelet is {found}: correct the declaration or pin the payload meant"
+            )),
+            (_, Some(found)) => Ok(Some(found)),
+            (declared, None) => Ok(declared),
+        }
+    }
+}
+
+/// The prerequisites from what was read: the payload's kubelet version,
+/// the API server's `gitVersion` and the operator.openshift.io Network
+/// `cluster` (`Ok(None)`: the cluster has none, so it is no OpenShift
+/// cluster). A read that failed refuses: what cannot be checked is not
+/// assumed.
 pub fn decide(
-    kubelet: Option<&str>,
+    kubelet: Kubelet<'_>,
     api_server: Result<&str, &str>,
     network_cr: Result<Option<&Value>, &str>,
 ) -> Prerequisites {
     let mut reasons = Vec::new();
     let mut notes = Vec::new();
-    match (kubelet, api_server) {
-        (None, _) => notes.push(KUBELET_NOT_DECLARED.to_owned()),
-        (Some(kubelet), Ok(api)) => reasons.extend(version_skew(kubelet, api).err()),
-        (Some(_), Err(e)) => reasons.push(format!("cannot read the API server's /version: {e}")),
+    match (kubelet.version(), api_server) {
+        (Err(e), _) => reasons.push(e),
+        (Ok(None), _) => notes.push(KUBELET_UNKNOWN.to_owned()),
+        (Ok(Some(kubelet)), Ok(api)) => reasons.extend(version_skew(kubelet, api).err()),
+        (Ok(Some(_)), Err(e)) => reasons.push(format!("cannot read the API server's /version: {e}")),
     }
     match network_cr {
         Ok(Some(cr)) => reasons.extend(network(cr).err()),
@@ -67,12 +96,12 @@ pub fn decide(
     Prerequisites { refused, notes }
 }
 
-/// Reads `/version` (only when a kubelet version is declared) and the
+/// Reads `/version` (only when the kubelet's version is known) and the
 /// operator.openshift.io Network `cluster`, and decides.
-pub async fn check(client: &Client, kubelet: Option<&str>) -> Prerequisites {
-    let version = match kubelet {
-        Some(_) => client.apiserver_version().await.map(|info| info.git_version).map_err(|e| api_error(&e)),
-        None => Ok(String::new()),
+pub async fn check(client: &Client, kubelet: Kubelet<'_>) -> Prerequisites {
+    let version = match kubelet.version() {
+        Ok(Some(_)) => client.apiserver_version().await.map(|info| info.git_version).map_err(|e| api_error(&e)),
+        _ => Ok(String::new()),
     };
     let network_cr = super::network::operator(client).await;
     decide(
@@ -127,7 +156,38 @@ pub fn network(network: &Value) -> Result<(), String> {
                     hybridOverlayConfig.hybridClusterNetwork is empty): configure hybrid networking first"
             .to_owned());
     }
+    let cidrs = |list: &Value| -> Vec<String> {
+        list.as_array().into_iter().flatten().filter_map(|n| n["cidr"].as_str().map(str::to_owned)).collect()
+    };
+    let class_e: Vec<String> = [
+        ("spec.clusterNetwork", cidrs(&network["spec"]["clusterNetwork"])),
+        ("hybridClusterNetwork", cidrs(&hybrid["hybridClusterNetwork"])),
+    ]
+    .into_iter()
+    .flat_map(|(field, list)| list.into_iter().filter(|c| is_class_e(c)).map(move |c| format!("{c} ({field})")))
+    .collect();
+    if !class_e.is_empty() {
+        return Err(format!("{} {CLASS_E}", class_e.join(", ")));
+    }
     Ok(())
+}
+
+/// Why a class E cluster network is refused: the words of OpenShift's
+/// "Enabling Windows container workloads" (Installing the WMCO, note).
+pub const CLASS_E: &str = "is in class E (240.0.0.0/4): due to a limitation within the Windows operating system, \
+    clusterNetwork CIDR addresses of class E, such as 240.0.0.0, are not compatible with Windows nodes";
+
+/// Whether an IPv4 CIDR (`a.b.c.d/n`) reaches into class E (240.0.0.0/4):
+/// its last address is 240.0.0.0 or above. An IPv6 or malformed CIDR is
+/// not (the Network's own validation judges its shape).
+pub fn is_class_e(cidr: &str) -> bool {
+    let Some((address, prefix)) = cidr.trim().split_once('/') else { return false };
+    let (Ok(address), Ok(prefix)) = (address.parse::<std::net::Ipv4Addr>(), prefix.parse::<u32>()) else {
+        return false;
+    };
+    let Some(host_bits) = 32u32.checked_sub(prefix) else { return false };
+    let last = u32::from(address) | u32::MAX.checked_shr(prefix).filter(|_| host_bits > 0).unwrap_or(0);
+    last >= u32::from(std::net::Ipv4Addr::new(240, 0, 0, 0))
 }
 
 #[cfg(test)]
@@ -147,6 +207,25 @@ mod tests {
     }
 
     #[test]
+    fn the_payloads_own_kubelet_is_judged_and_a_declaration_it_contradicts_is_refused() {
+        let hybrid = json!({"spec": {"defaultNetwork": {"type": "OVNKubernetes", "ovnKubernetesConfig": {
+            "hybridOverlayConfig": {"hybridClusterNetwork": [{"cidr": "10.132.0.0/14", "hostPrefix": 23}]}}}}});
+        let found = |v| Kubelet { declared: None, payload: Some(v) };
+        let old = decide(found("v1.33.2+a80dac2"), Ok("v1.37.2"), Ok(Some(&hybrid)));
+        assert!(old.refused.unwrap().contains("kubelet v1.33.2+a80dac2 is 4 minor versions older"));
+        assert_eq!(decide(found("v1.36.2+a80dac2"), Ok("v1.37.2"), Ok(Some(&hybrid))), Prerequisites::default());
+        let agreeing = Kubelet { declared: Some("v1.36.2"), payload: Some("v1.36.2+a80dac2") };
+        assert_eq!(agreeing.version(), Ok(Some("v1.36.2+a80dac2")));
+        let contradicted = Kubelet { declared: Some("v1.37.0"), payload: Some("v1.33.2") };
+        let refused = decide(contradicted, Ok("v1.37.2"), Ok(Some(&hybrid))).refused.unwrap();
+        assert_eq!(
+            refused,
+            "the Fleet declares the payload's kubelet v1.37.0 (spec.payload.kubeletVersion), but the payload's \
+             kubelet is v1.33.2: correct the declaration or pin the payload meant"
+        );
+    }
+
+    #[test]
     fn only_ovn_kubernetes_with_a_hybrid_overlay_passes() {
         let hybrid = json!({"spec": {"defaultNetwork": {"type": "OVNKubernetes", "ovnKubernetesConfig": {
             "hybridOverlayConfig": {"hybridClusterNetwork": [{"cidr": "10.132.0.0/14", "hostPrefix": 23}],
@@ -160,18 +239,44 @@ mod tests {
     }
 
     #[test]
+    fn a_class_e_cluster_network_is_refused_with_the_documented_reason() {
+        let with = |cluster: &str, hybrid: &str| {
+            json!({"spec": {"clusterNetwork": [{"cidr": "10.128.0.0/14", "hostPrefix": 23}, {"cidr": cluster}],
+                "serviceNetwork": ["172.30.0.0/16"], "defaultNetwork": {"type": "OVNKubernetes", "ovnKubernetesConfig":
+                {"hybridOverlayConfig": {"hybridClusterNetwork": [{"cidr": hybrid, "hostPrefix": 23}]}}}}})
+        };
+        assert_eq!(network(&with("10.0.0.0/16", "10.132.0.0/14")), Ok(()));
+        let refused = network(&with("240.0.0.0/14", "10.132.0.0/14")).unwrap_err();
+        assert_eq!(refused, format!("240.0.0.0/14 (spec.clusterNetwork) {CLASS_E}"));
+        assert!(refused.contains("are not compatible with Windows nodes"), "{refused}");
+        let hybrid = network(&with("10.0.0.0/16", "250.4.0.0/16")).unwrap_err();
+        assert!(hybrid.starts_with("250.4.0.0/16 (hybridClusterNetwork) is in class E"), "{hybrid}");
+    }
+
+    #[test]
+    fn a_cidr_is_class_e_when_any_of_its_addresses_is() {
+        for e in ["240.0.0.0/4", "240.0.0.0/14", "255.255.255.255/32", "224.0.0.0/3", "0.0.0.0/0", "128.0.0.0/1"] {
+            assert!(is_class_e(e), "{e}");
+        }
+        for not in ["10.128.0.0/14", "239.255.255.255/32", "224.0.0.0/4", "fd01::/48", "nonsense", "240.0.0.0/33", ""] {
+            assert!(!is_class_e(not), "{not}");
+        }
+    }
+
+    #[test]
     fn every_failed_check_refuses_and_what_cannot_be_checked_is_said() {
         let hybrid = json!({"spec": {"defaultNetwork": {"type": "OVNKubernetes", "ovnKubernetesConfig": {
             "hybridOverlayConfig": {"hybridClusterNetwork": [{"cidr": "10.132.0.0/14", "hostPrefix": 23}]}}}}});
         let sdn = json!({"spec": {"defaultNetwork": {"type": "OpenShiftSDN"}}});
-        assert_eq!(decide(Some("v1.37.0"), Ok("v1.37.2"), Ok(Some(&hybrid))), Prerequisites::default());
-        let both = decide(Some("v1.38.0"), Ok("v1.37.2"), Ok(Some(&sdn)));
+        let declared = |v| Kubelet { declared: Some(v), payload: None };
+        assert_eq!(decide(declared("v1.37.0"), Ok("v1.37.2"), Ok(Some(&hybrid))), Prerequisites::default());
+        let both = decide(declared("v1.38.0"), Ok("v1.37.2"), Ok(Some(&sdn)));
         let refused = both.refused.unwrap();
         assert!(refused.contains("never be newer") && refused.contains("OpenShiftSDN"), "{refused}");
-        let plain = decide(None, Err("unused"), Ok(None));
+        let plain = decide(Kubelet::default(), Err("unused"), Ok(None));
         assert_eq!(plain.refused, None);
-        assert_eq!(plain.notes, [KUBELET_NOT_DECLARED, NOT_OPENSHIFT]);
-        let unreadable = decide(Some("v1.37.0"), Err("503"), Err("cannot read the Network: 403"));
+        assert_eq!(plain.notes, [KUBELET_UNKNOWN, NOT_OPENSHIFT]);
+        let unreadable = decide(declared("v1.37.0"), Err("503"), Err("cannot read the Network: 403"));
         assert_eq!(
             unreadable.refused.as_deref(),
             Some("cannot read the API server's /version: 503; cannot read the Network: 403")

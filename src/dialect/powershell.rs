@@ -89,6 +89,26 @@ pub fn observe_script(spec: &NodeSpec, lifecycle: Option<&ObserveList>) -> Strin
   $cv = Get-ItemProperty -LiteralPath 'HKLM:\SOFTWARE\Microsoft\Windows NT\CurrentVersion'
   Write-WfToken 'os' ('{0}.{1}.{2}.{3}' -f $cv.CurrentMajorVersionNumber, $cv.CurrentMinorVersionNumber, $cv.CurrentBuildNumber, $cv.UBR)
   Write-WfToken 'edition' ([string]$cv.EditionID)
+  # Port 10250 (the kubelet's, which the cluster reaches for logs, exec and
+  # metrics): the local ports of every enabled inbound Allow rule for TCP
+  # that may cover it ('Any', '10250' or a range), or the firewall off;
+  # 'unknown' when the cmdlets fail (the observation goes on).
+  try {
+    if (@(Get-NetFirewallProfile -ErrorAction Stop | Where-Object { [string]$_.Enabled -eq 'True' }).Count -eq 0) {
+      Write-WfToken 'firewall' 'off'
+    } else {
+      $allow = @{}
+      foreach ($r in @(Get-NetFirewallRule -Enabled True -Direction Inbound -Action Allow -ErrorAction Stop)) { $allow[[string]$r.InstanceID] = $true }
+      foreach ($f in @(Get-NetFirewallPortFilter -All -ErrorAction Stop)) {
+        if (-not $allow.ContainsKey([string]$f.InstanceID) -or @('TCP', '6', 'Any') -notcontains [string]$f.Protocol) { continue }
+        foreach ($p in @($f.LocalPort)) {
+          $t = [string]$p
+          if ($t -eq 'Any' -or $t -eq '10250' -or $t.Contains('-')) { Write-WfToken 'kubeletport' $t }
+        }
+      }
+      Write-WfToken 'firewall' 'on'
+    }
+  } catch { Write-WfToken 'firewall' 'unknown' }
   # The boot counter the kubelet reports as its Node's bootID.
   $pf = Get-ItemProperty -LiteralPath 'HKLM:\SYSTEM\CurrentControlSet\Control\Session Manager\Memory Management\PrefetchParameters' -ErrorAction SilentlyContinue
   if ($null -ne $pf -and $null -ne $pf.BootId) { Write-WfToken 'boot' ([string]$pf.BootId) }

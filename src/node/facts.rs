@@ -48,6 +48,9 @@ pub struct NodeFacts {
     pub os: String,
     /// Windows' edition (`EditionID`: `ServerDatacenter`); empty on posix.
     pub edition: String,
+    /// The Windows firewall's word on the kubelet's port 10250 (not
+    /// observed on posix nodes).
+    pub firewall: Firewall,
     /// An identifier that changes at every boot, when the node has one.
     pub boot_id: Option<String>,
     /// Registry directories present, each with the SHA-256 of its
@@ -73,12 +76,28 @@ pub struct NodeFacts {
     pub lifecycle: LifecycleFacts,
 }
 
+/// What the Windows firewall says about inbound TCP port 10250.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Firewall {
+    /// Not observed (posix nodes).
+    #[default]
+    NotObserved,
+    /// Off in every profile: every port is open.
+    Off,
+    /// On: the local ports of its enabled inbound Allow rules for TCP that
+    /// may cover 10250 (`Any`, `10250`, ranges such as `10000-11000`).
+    On(Vec<String>),
+    /// The firewall cmdlets failed: not known.
+    Unknown,
+}
+
 /// Parses an observation report.
 pub fn parse_facts(output: &[u8]) -> Result<NodeFacts, ReportError> {
     let text = String::from_utf8_lossy(output);
     let mut tokens = Tokens::after_marker(&text, FACTS_MARKER, FACTS_VERSION)?;
     let mut facts = NodeFacts::default();
     let mut env_file = None;
+    let mut ports = Vec::new();
     loop {
         match tokens.next()? {
             "end" => break,
@@ -86,6 +105,14 @@ pub fn parse_facts(output: &[u8]) -> Result<NodeFacts, ReportError> {
             "hostname" => facts.hostname = tokens.next()?.to_owned(),
             "os" => facts.os = tokens.next()?.to_owned(),
             "edition" => facts.edition = tokens.next()?.to_owned(),
+            "kubeletport" => ports.push(tokens.next()?.to_owned()),
+            "firewall" => {
+                facts.firewall = match tokens.next()? {
+                    "off" => Firewall::Off,
+                    "on" => Firewall::On(std::mem::take(&mut ports)),
+                    _ => Firewall::Unknown,
+                }
+            }
             "boot" => facts.boot_id = Some(tokens.next()?.to_owned()).filter(|b| !b.is_empty()),
             "dir" => {
                 facts.registries.insert(tokens.next()?.to_owned(), None);
@@ -179,6 +206,10 @@ mod tests {
             "10.0.20348.2700",
             "edition",
             "ServerDatacenter",
+            "kubeletport",
+            "10000-11000",
+            "firewall",
+            "on",
             "dir",
             "quay.io",
             "file",
@@ -201,6 +232,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!((facts.hostname.as_str(), facts.edition.as_str()), ("WIN-1", "ServerDatacenter"));
+        assert_eq!(facts.firewall, Firewall::On(vec!["10000-11000".to_owned()]));
         assert_eq!(facts.registries.get("quay.io"), Some(&Some("abcdef".to_owned())));
         assert_eq!(facts.registries.get("empty.io"), Some(&None));
         assert_eq!(facts.environment.len(), 1);

@@ -5,7 +5,7 @@
 //! refused. The table and its source are in docs/lifecycle.md
 //! ("Prerequisites").
 
-use super::facts::NodeFacts;
+use super::facts::{Firewall, NodeFacts};
 use crate::vocab::Shell;
 use crate::vocab::platform::Platform;
 
@@ -113,6 +113,36 @@ pub fn host_name(name: &str) -> Result<(), String> {
     }
 }
 
+/// The kubelet's port, which the cluster reaches for logs, exec and
+/// metrics (WMCO's BYOH prerequisites: "Port 10250 must allow inbound TCP
+/// traffic").
+pub const KUBELET_PORT: u16 = 10250;
+
+/// Whether the Windows firewall lets the cluster reach the kubelet's port:
+/// off, or an enabled inbound Allow rule for TCP whose local ports cover
+/// 10250 (`Any`, `10250`, a range). A rule is taken as it is: its profiles
+/// and remote addresses are not judged. Not observed (posix nodes, where
+/// nothing listens before the kubelet runs) or not known (the cmdlets
+/// failed): not refused.
+pub fn kubelet_port(firewall: &Firewall) -> Result<(), String> {
+    let covers = |port: &str| {
+        let port = port.trim();
+        port.eq_ignore_ascii_case("any")
+            || port.parse::<u16>().is_ok_and(|p| p == KUBELET_PORT)
+            || port.split_once('-').is_some_and(|(low, high)| {
+                matches!((low.trim().parse::<u16>(), high.trim().parse::<u16>()), (Ok(l), Ok(h)) if (l..=h).contains(&KUBELET_PORT))
+            })
+    };
+    match firewall {
+        Firewall::On(ports) if !ports.iter().any(|p| covers(p)) => Err(format!(
+            "no enabled inbound firewall rule allows TCP port {KUBELET_PORT}, the kubelet's, which the cluster \
+             reaches for logs, exec and metrics: allow it, as WMCO's user data does (New-NetFirewallRule \
+             -DisplayName ContainerLogsPort -Direction Inbound -Action Allow -Protocol TCP -LocalPort {KUBELET_PORT})"
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Why a host winfleet has not configured yet (no install record, no
 /// registry directory with winfleet's marker) is refused before anything
 /// is written to it on `platform`, or `None`. A host winfleet configured
@@ -128,6 +158,7 @@ pub fn refused(shell: Shell, facts: &NodeFacts, platform: Platform) -> Option<St
     if shell == Shell::Powershell {
         reasons.extend(windows_build(&facts.os, platform).err());
         reasons.extend(windows_edition(&facts.edition).err());
+        reasons.extend(kubelet_port(&facts.firewall).err());
     }
     (!reasons.is_empty()).then(|| format!("prerequisites not met, nothing written: {}", reasons.join("; ")))
 }
@@ -188,6 +219,36 @@ mod tests {
             "posix nodes report no Windows build"
         );
         facts.marked.insert("quay.io".into());
+        assert_eq!(refused(Shell::Powershell, &facts, Platform::None), None);
+    }
+
+    #[test]
+    fn the_kubelets_port_must_be_allowed_by_a_rule_or_the_firewall_off() {
+        for open in [&["10250"][..], &["Any"], &["10000-11000"], &["445-445", "10250"]] {
+            let firewall = Firewall::On(open.iter().map(|p| (*p).to_owned()).collect());
+            assert_eq!(kubelet_port(&firewall), Ok(()), "{open:?}");
+        }
+        for closed in [&[][..], &["10251-11000"], &["1-10249"], &["nonsense"]] {
+            let firewall = Firewall::On(closed.iter().map(|p| (*p).to_owned()).collect());
+            assert!(kubelet_port(&firewall).unwrap_err().contains("allows TCP port 10250"), "{closed:?}");
+        }
+        for unjudged in [Firewall::Off, Firewall::Unknown, Firewall::NotObserved] {
+            assert_eq!(kubelet_port(&unjudged), Ok(()));
+        }
+    }
+
+    #[test]
+    fn a_windows_host_whose_firewall_closes_the_kubelets_port_is_refused_before_the_first_write() {
+        let mut facts = NodeFacts {
+            hostname: "win-1".into(),
+            os: "10.0.20348.2700".into(),
+            edition: "ServerDatacenter".into(),
+            firewall: Firewall::On(vec!["445-445".into()]),
+            ..NodeFacts::default()
+        };
+        let reason = refused(Shell::Powershell, &facts, Platform::None).unwrap();
+        assert!(reason.contains("no enabled inbound firewall rule allows TCP port 10250"), "{reason}");
+        facts.firewall = Firewall::On(vec!["10250".into()]);
         assert_eq!(refused(Shell::Powershell, &facts, Platform::None), None);
     }
 

@@ -61,15 +61,27 @@ pub fn load(dir: &Path) -> Result<Payload, PayloadError> {
     let entries: Vec<ManifestEntry> =
         files.iter().map(|f| ManifestEntry { path: f.rel.clone(), sha256: f.sha256.clone() }).collect();
     let manifest = manifest_text(&entries);
+    let kubelet_version = kubelet_version(&files)?;
     Ok(Payload {
         dir: dir.to_owned(),
         digest: digest(&manifest),
         manifest,
         files,
         skipped,
+        kubelet_version,
         fingerprint,
         _scratch: scratch,
     })
+}
+
+/// The version of the first kubelet among `files` (by path), read from
+/// its bytes (unpacked when it came in a `.tar.gz`).
+fn kubelet_version(files: &[PayloadFile]) -> Result<Option<String>, PayloadError> {
+    let is_kubelet =
+        |f: &&PayloadFile| super::kubelet_version::KUBELET_NAMES.contains(&f.rel.rsplit('/').next().unwrap_or(""));
+    let Some(kubelet) = files.iter().find(is_kubelet) else { return Ok(None) };
+    super::kubelet_version::scan(&kubelet.source)
+        .map_err(|e| PayloadError::Io { path: kubelet.source.clone(), source: e })
 }
 
 /// Every regular file under `dir` (symbolic links followed), sorted, with

@@ -12,8 +12,10 @@
 //! - [`manifest`]: the canonical manifest and digest (pure).
 //! - [`layout`]: where each file goes on a node (pure).
 //! - [`dir`]: reading a directory (IO).
+//! - [`kubelet_version`]: the kubelet's version, from its build information.
 
 pub mod dir;
+pub mod kubelet_version;
 pub mod layout;
 pub mod manifest;
 
@@ -57,6 +59,11 @@ pub struct Payload {
     pub files: Vec<PayloadFile>,
     /// Entries that are not payload files.
     pub skipped: Vec<Skipped>,
+    /// The version the payload's kubelet (`kubelet.exe`, or `kubelet` on
+    /// posix test nodes) carries in its build information
+    /// ([`kubelet_version`]); `None` when it has no kubelet or its kubelet
+    /// does not say.
+    pub kubelet_version: Option<String>,
     /// What the directory looked like when read.
     pub fingerprint: dir::Fingerprint,
     /// Unpacked archives live here as long as the payload does.

@@ -45,6 +45,7 @@ use crate::cluster::events::{Backlog, Events, Reason, Regarding};
 use crate::cluster::join::{self, JoinOptions};
 use crate::cluster::machine_failures;
 use crate::cluster::material;
+use crate::cluster::prerequisites::Kubelet;
 use crate::cluster::upgrade::UpgradeResult;
 use crate::cluster::user_data;
 use crate::lifecycle::{LifecycleSpec, PayloadState};
@@ -199,7 +200,11 @@ pub async fn round<H: Host>(
     // The cluster's prerequisites (kubelet skew, network): a refusal holds
     // every join and upgrade of this round (reconcile/prerequisites.rs).
     if lifecycle_on {
-        let kubelet = desired.fleet.payload_kubelet_version.as_deref();
+        let payload = match &options.payload {
+            PayloadState::Loaded(payload) => payload.kubelet_version.as_deref(),
+            PayloadState::Missing | PayloadState::Failed(_) => None,
+        };
+        let kubelet = Kubelet { declared: desired.fleet.payload_kubelet_version.as_deref(), payload };
         report.prerequisites = crate::cluster::prerequisites::check(&cluster.client, kubelet).await;
     }
     let (nodes, mut held_by_prerequisites) =

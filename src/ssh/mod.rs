@@ -204,6 +204,12 @@ impl Pool {
         }
     }
 
+    /// The host key `address:port` presented and had accepted (see
+    /// [`KnownHosts::accepted`]).
+    pub fn host_key(&self, address: &str, port: u16) -> Option<russh::keys::PublicKey> {
+        self.known_hosts.accepted(address, port)
+    }
+
     /// Runs `script` on `target`. When `idempotent` (observation), a
     /// transient failure is retried on a fresh connection; an apply is never
     /// re-sent within a round (the next round re-observes instead).

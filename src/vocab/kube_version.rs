@@ -10,9 +10,33 @@ pub fn major_minor(version: &str) -> Option<(u32, u32)> {
     Some((major, minor.parse().ok()?))
 }
 
+/// Whether a declared version (`v1.31`, `v1.31.3`, `1.31.3+rhel`) says the
+/// same as one found in a binary (`v1.31.3+a80dac2`): with the leading `v`
+/// and any build metadata (`+…`) left out, the declared components are the
+/// first components of the found ones.
+pub fn agrees(declared: &str, found: &str) -> bool {
+    let parts = |v: &str| -> Vec<String> {
+        let v = v.trim().trim_start_matches('v');
+        v.split('+').next().unwrap_or(v).split('.').map(str::to_owned).collect()
+    };
+    let (declared, found) = (parts(declared), parts(found));
+    !declared.is_empty() && found.starts_with(&declared)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_declared_version_agrees_with_the_found_one_it_is_a_prefix_of() {
+        assert!(agrees("v1.36.2", "v1.36.2+a80dac2"));
+        assert!(agrees("v1.36", "v1.36.2+a80dac2"));
+        assert!(agrees("1.36.2+rhel", "v1.36.2"));
+        assert!(!agrees("v1.36.3", "v1.36.2+a80dac2"));
+        assert!(!agrees("v1.3", "v1.36.2"));
+        assert!(!agrees("v1.36.2", "v1.36.2-rc.0"));
+        assert!(!agrees("v1.36.2.1", "v1.36.2"));
+    }
 
     #[test]
     fn major_and_minor_of_the_forms_kubernetes_reports() {

@@ -313,6 +313,18 @@ pub fn node(server: &ApiServer, name: &str) -> Value {
 /// Asserts what a join leaves on Node `name`: WMCO's BYOH and worker
 /// labels, the kubelet's and the instance's own labels, the version and
 /// pub-key-hash annotations, winfleet's cordon lifted, schedulable.
+/// WMCO's SSH host key annotations on `node` pin the host key of the sshd
+/// in `dir` (its `host_ed25519.pub`): the key in base64 wire format, and
+/// its algorithm.
+pub fn assert_host_key(node: &Value, dir: &Path) {
+    let line = fs::read_to_string(dir.join("host_ed25519.pub")).unwrap();
+    let mut fields = line.split_whitespace();
+    let (kind, wire) = (fields.next().unwrap(), fields.next().unwrap());
+    let annotations = &node["metadata"]["annotations"];
+    assert_eq!(annotations["windowsmachineconfig.openshift.io/ssh-host-key"], wire, "{annotations}");
+    assert_eq!(annotations["windowsmachineconfig.openshift.io/ssh-host-key-type"], kind, "{annotations}");
+}
+
 pub fn assert_joined(node: &Value, name: &str, version: &str, key_hash: &str) {
     let labels = &node["metadata"]["labels"];
     assert_eq!(labels["windowsmachineconfig.openshift.io/byoh"], "true", "{name}");

@@ -32,7 +32,42 @@ pub fn collect(
         ));
         check(doc, "imageTagMirrors", &doc.value.spec.image_tag_mirrors, true, &mut entries, diagnostics);
     }
-    merge(entries)
+    let merged = merge(entries);
+    if let Some(message) = without_pause(&merged) {
+        let warning = match (digest.first(), tag.first()) {
+            (Some(doc), _) => Some(doc.warning("/spec", message)),
+            (None, Some(doc)) => Some(doc.warning("/spec", message)),
+            (None, None) => None,
+        };
+        diagnostics.extend(warning);
+    }
+    merged
+}
+
+/// The pause image every Windows pod's sandbox runs: containerd's
+/// `sandbox_image` in WMCO's `pkg/internal/containerd_conf.toml`, the
+/// containerd configuration of its payload.
+pub const PAUSE_IMAGE: &str = "mcr.microsoft.com/oss/kubernetes/pause:3.9";
+
+/// Why mirror sets that mirror some registries but not the pause image's
+/// are worth a reviewer's look, or `None`. A warning, not an error: a node
+/// that reaches the pause image's registry directly needs no mirror.
+/// Windows nodes mirror a whole registry (WMCO-SPEC 1.4), so a mirror of
+/// any repository of that registry covers the pause image too.
+pub fn without_pause(registries: &[RegistryMirrors]) -> Option<String> {
+    let pause_registry = PAUSE_IMAGE.split('/').next().unwrap_or(PAUSE_IMAGE);
+    if registries.is_empty() || registries.iter().any(|r| r.registry == pause_registry) {
+        return None;
+    }
+    let count = match registries.len() {
+        1 => "1 registry".to_owned(),
+        n => format!("{n} registries"),
+    };
+    Some(format!(
+        "the mirror sets mirror {count} but not {pause_registry}, the registry of the pause image every Windows \
+         pod needs ({PAUSE_IMAGE}, containerd's sandbox_image): a node that cannot reach it starts no pod; \
+         mirror it too"
+    ))
 }
 
 /// A mirror set's name is a Kubernetes name: it names the object on the
@@ -131,5 +166,26 @@ fn check<'a, T>(
                 resolve_tags,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn registries(names: &[&str]) -> Vec<RegistryMirrors> {
+        names
+            .iter()
+            .map(|r| RegistryMirrors { registry: (*r).to_owned(), mirrors: Vec::new(), never_contact_source: false })
+            .collect()
+    }
+
+    #[test]
+    fn mirrors_of_other_registries_without_the_pause_images_are_warned_about_by_name() {
+        let warning = without_pause(&registries(&["quay.io", "registry.redhat.io"])).unwrap();
+        assert!(warning.starts_with("the mirror sets mirror 2 registries but not mcr.microsoft.com"), "{warning}");
+        assert!(warning.contains("mcr.microsoft.com/oss/kubernetes/pause:3.9"), "{warning}");
+        assert_eq!(without_pause(&registries(&["mcr.microsoft.com", "quay.io"])), None);
+        assert_eq!(without_pause(&[]), None, "no mirror at all: a connected cluster");
     }
 }
