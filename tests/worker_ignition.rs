@@ -57,6 +57,10 @@ async fn an_aws_node_gets_wmcos_credential_provider_config(mut bench: Bench) {
 
     let plan = bench.plan().await.render_text();
     assert!(plan.contains(&format!("+ {FILE} (from MachineConfig {first}, sha256:")), "{plan}");
+    let which = format!(
+        "  - worker ignition: MachineConfig {first} (MachineConfigPool worker's status.configuration): {CREDENTIAL_PROVIDER_CONFIG}"
+    );
+    assert!(plan.contains(&which), "the plan says which MachineConfig: {plan}");
     assert_eq!(on_nodes(&bench), [None, None], "a plan writes nothing");
     let report = bench.round().await;
     assert_all_joined(&bench.fleet, &report);

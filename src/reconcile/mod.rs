@@ -140,6 +140,9 @@ pub async fn round<H: Host>(
         report.material_error = Some(e.clone());
     }
     report.network_note = material.as_ref().and_then(|m| m.as_ref().ok()?.network.as_ref().err().cloned());
+    report.worker_ignition = material
+        .as_ref()
+        .and_then(|m| m.as_ref().ok()?.rendered_worker.as_ref().map(crate::lifecycle::platform_files::describe));
     let no_proxy = facts.as_ref().and_then(|f| f.cluster_no_proxy.as_deref());
     let listed: Vec<&Instance> = instances.iter().copied().chain(&machines).collect();
     // The cluster's Proxy and mirror sets: followed or compared (sources.rs).

@@ -75,6 +75,10 @@ pub struct ClusterReport {
     /// Why no network configuration is generated (no operator Network).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network_note: Option<String>,
+    /// The rendered worker MachineConfig the nodes' ignition files come
+    /// from, and why that one (issue 36).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub worker_ignition: Option<String>,
     /// The cluster's prerequisites: why no node joins or upgrades this
     /// round, and what was not checked.
     #[serde(skip_serializing_if = "Prerequisites::is_empty")]
