@@ -4,7 +4,8 @@
 //! generated kubeconfig (`ApiServer::serve`, for the winfleet binary).
 //!
 //! # Served
-//! core/v1 `nodes` (cluster), `pods` (+ `status`, `eviction`), `events`;
+//! core/v1 `nodes` (cluster), `pods` (+ `status`, `eviction`), `events`,
+//! `serviceaccounts` (+ `token`, the TokenRequest API: `token_request.rs`);
 //! policy/v1 `poddisruptionbudgets`; events.k8s.io/v1 `events`;
 //! machine.openshift.io/v1beta1 `machinesets`, `machines`;
 //! config.openshift.io/v1 `proxies`, `infrastructures`, `networks`; operator.openshift.io/v1 `networks`
@@ -116,6 +117,7 @@ mod scale;
 mod selectors;
 mod status;
 mod store;
+mod token_request;
 mod watch;
 
 use std::path::PathBuf;

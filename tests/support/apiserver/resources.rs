@@ -202,6 +202,15 @@ pub(crate) static RESOURCES: &[Resource] = &[
     Resource {
         group: "",
         version: "v1",
+        kind: "ServiceAccount",
+        plural: "serviceaccounts",
+        namespaced: true,
+        status: Status::No,
+        fields: &[],
+    },
+    Resource {
+        group: "",
+        version: "v1",
         kind: "ConfigMap",
         plural: "configmaps",
         namespaced: true,
@@ -365,6 +374,7 @@ pub(crate) fn parse_path(path: &str) -> Option<Target> {
         None => {}
         Some("status") if res.has_status() => {}
         Some("eviction") if res.group.is_empty() && res.plural == "pods" => {}
+        Some("token") if res.group.is_empty() && res.plural == "serviceaccounts" => {}
         Some("approval") if res.plural == "certificatesigningrequests" => {}
         Some("scale") if super::scale::served(res) => {}
         Some(_) => return None,

@@ -16,6 +16,7 @@ use super::ops::{self, Opts, PatchType};
 use super::resources::{Target, parse_path};
 use super::selectors::Selector;
 use super::status::{ApiError, bad_request, internal, method_not_allowed, no_route, not_found};
+use super::token_request;
 use super::watch::{self, WatchSpec};
 use super::{csr, identity, scale};
 
@@ -274,6 +275,10 @@ fn dispatch(
             let old = scale::of(st.get(res, namespace.as_deref(), n).ok_or_else(|| not_found(res, n))?);
             let new = if method == Method::PUT { body } else { ops::patched(&old, patch_type(content_type)?, bytes)? };
             Ok(json_response(200, &scale::write(&mut st, &opts, n, &new)?))
+        }
+        (Method::POST, Some(n), Some("token")) if res.kind == "ServiceAccount" => {
+            let namespace = namespace.as_deref().unwrap_or_default();
+            Ok(json_response(201, &token_request::mint(&mut st, res, namespace, n, &body)?))
         }
         (Method::POST, Some(n), Some("eviction")) => {
             Ok(json_response(201, &eviction::evict(&mut st, &opts, n, &body)?))
