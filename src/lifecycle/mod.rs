@@ -224,11 +224,12 @@ impl LifecycleSpec {
             Some(Err(e)) => return blocked(format!("cannot read the cluster material a node needs to join: {e}")),
         };
         // Without a cluster the platform is not known: a file only some
-        // platforms get is taken as provided.
+        // platforms get is taken as provided. Blocked, the spec keeps its
+        // files: a deconfigure still knows what the payload put there.
         let platform = material.map(|_| spec.platform);
         match named_paths::unprovided(&spec, platform).as_slice() {
             [] => spec,
-            findings => blocked(named_paths::reason(findings)),
+            findings => LifecycleSpec { blocked: Some(named_paths::reason(findings)), ..spec },
         }
     }
 
