@@ -105,23 +105,7 @@ impl Bench {
     /// joining host would: with the bootstrap token, so the server records
     /// who asked (a near miss, when `node` is not a listed host's name).
     pub async fn submit_client_csr(&self, name: &str, node: &str) {
-        use base64::Engine;
-        use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-        use kube::api::{Api, PostParams};
-        let (pem, _) = super::kubelet::certificate_request(node, &[]);
-        let csr: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
-            "apiVersion": "certificates.k8s.io/v1",
-            "kind": "CertificateSigningRequest",
-            "metadata": { "name": name },
-            "spec": {
-                "request": base64::engine::general_purpose::STANDARD.encode(pem),
-                "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
-                "usages": ["digital signature", "client auth"],
-            },
-        }))
-        .unwrap();
-        let client = self.api.client_with_token(super::controlplane::BOOTSTRAP_TOKEN).await;
-        Api::<CertificateSigningRequest>::all(client).create(&PostParams::default(), &csr).await.unwrap();
+        submit_client_csr(&self.api, name, node).await;
     }
 
     /// The Node `name`, which must exist.
@@ -336,4 +320,26 @@ pub fn assert_joined(node: &Value, name: &str, version: &str, key_hash: &str) {
     assert_eq!(annotations["windowsmachineconfig.openshift.io/pub-key-hash"], key_hash);
     assert!(annotations.get("winfleet.io/cordoned").is_none(), "{name}: winfleet's cordon is lifted");
     assert_ne!(node["spec"]["unschedulable"], true, "{name} is schedulable");
+}
+
+/// A joining host's client CSR for `node` (as its kubelet submits it with the
+/// bootstrap token), named `name`.
+pub async fn submit_client_csr(api: &super::controlplane::TestApi, name: &str, node: &str) {
+    use base64::Engine;
+    use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
+    use kube::api::{Api, PostParams};
+    let (pem, _) = super::kubelet::certificate_request(node, &[]);
+    let csr: CertificateSigningRequest = serde_json::from_value(serde_json::json!({
+        "apiVersion": "certificates.k8s.io/v1",
+        "kind": "CertificateSigningRequest",
+        "metadata": { "name": name },
+        "spec": {
+            "request": base64::engine::general_purpose::STANDARD.encode(pem),
+            "signerName": "kubernetes.io/kube-apiserver-client-kubelet",
+            "usages": ["digital signature", "client auth"],
+        },
+    }))
+    .unwrap();
+    let client = api.client_with_token(super::controlplane::BOOTSTRAP_TOKEN).await;
+    Api::<CertificateSigningRequest>::all(client).create(&PostParams::default(), &csr).await.unwrap();
 }

@@ -13,7 +13,7 @@ pub const TOKEN: &str = "abcdef.0123456789abcdef";
 /// The posix services manifest: containerd and the (fake) kubelet start
 /// before the Node exists; hybrid-overlay-node needs the Node's name.
 pub fn services_manifest() -> String {
-    manifest("", Vec::new(), Vec::new())
+    services_manifest_with("", Vec::new(), Vec::new())
 }
 
 /// The same manifest with a stand-in for WMCO's Azure `cloud-node-manager`
@@ -21,11 +21,15 @@ pub fn services_manifest() -> String {
 /// started with `--kubeconfig=payload/wicd-kubeconfig`, the posix
 /// counterpart of `C:\k\wicd-kubeconfig`, and the Node's name.
 pub fn services_manifest_with_cloud_node_manager() -> String {
-    let service = serde_json::json!({ "name": "cloud-node-manager",
+    services_manifest_with("", Vec::new(), vec![cloud_node_manager_service()])
+}
+
+/// WMCO's Azure `cloud-node-manager` service with posix paths.
+pub fn cloud_node_manager_service() -> serde_json::Value {
+    serde_json::json!({ "name": "cloud-node-manager",
         "path": "payload/cloud-node-manager --windows-service --node-name=NODE_NAME --wait-routes=false --kubeconfig=payload/wicd-kubeconfig",
         "nodeVariablesInCommand": [{ "name": "NODE_NAME", "nodeObjectJsonPath": "{.metadata.name}" }],
-        "dependencies": ["kubelet"], "bootstrap": false, "priority": 2 });
-    manifest("", Vec::new(), vec![service])
+        "dependencies": ["kubelet"], "bootstrap": false, "priority": 2 })
 }
 
 /// The same manifest with the kubelet's host name overridden as WMCO's
@@ -33,7 +37,7 @@ pub fn services_manifest_with_cloud_node_manager() -> String {
 /// the variable given by `script` (a posix stand-in for the platform's
 /// pre-script, run on the node).
 pub fn services_manifest_overriding_the_host_name(script: &str) -> String {
-    manifest(
+    services_manifest_with(
         " --hostname-override=HOSTNAME_OVERRIDE",
         vec![serde_json::json!({ "variableName": "HOSTNAME_OVERRIDE", "path": script, "NodeArgs": null })],
         Vec::new(),
@@ -43,10 +47,16 @@ pub fn services_manifest_overriding_the_host_name(script: &str) -> String {
 /// The same manifest with `args` appended to the kubelet's command (WMCO's
 /// AWS manifest's `--image-credential-provider-config=...`, for one).
 pub fn services_manifest_with_kubelet_args(args: &str) -> String {
-    manifest(&format!(" {}", args.trim_start()), Vec::new(), Vec::new())
+    services_manifest_with(&format!(" {}", args.trim_start()), Vec::new(), Vec::new())
 }
 
-fn manifest(kubelet_args: &str, mut pre_scripts: Vec<serde_json::Value>, extra: Vec<serde_json::Value>) -> String {
+/// The posix services manifest with `kubelet_args` appended to the kubelet's
+/// command, `pre_scripts` before its `NODE_IP` one, and `extra` services.
+pub fn services_manifest_with(
+    kubelet_args: &str,
+    mut pre_scripts: Vec<serde_json::Value>,
+    extra: Vec<serde_json::Value>,
+) -> String {
     pre_scripts.push(
         serde_json::json!({ "variableName": "NODE_IP", "path": "set -- $SSH_CONNECTION; echo $3", "NodeArgs": null }),
     );
