@@ -76,7 +76,9 @@ fn case(platform: Platform) -> Case {
             kubelet: " --cloud-provider=external --hostname-override=HOSTNAME_OVERRIDE",
             host_name: Some("printf '%s.%s\\n' HOST vsphere.example.lan"),
         },
-        Platform::Azure | Platform::Nutanix => Case { platform, kubelet: " --cloud-provider=external", host_name: None },
+        Platform::Azure | Platform::Nutanix => {
+            Case { platform, kubelet: " --cloud-provider=external", host_name: None }
+        }
         _ => Case { platform, kubelet: " --cloud-provider=", host_name: None },
     }
 }
