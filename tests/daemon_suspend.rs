@@ -37,7 +37,8 @@ fn control(handle: &Handle, remote: &Remote, verb: &str, token: &str, reason: &s
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
     let url = format!("http://{}", handle.webhook_addr.unwrap());
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_winfleet"))
-        .args([verb, "--url", &url, "--token-file", token_file.to_str().unwrap(), "--reason", reason])
+        .args([verb, "--url", &url, "--token-file", token_file.to_str().unwrap()])
+        .args(if verb == "suspend" { vec!["--reason", reason] } else { vec![] })
         .output()
         .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
