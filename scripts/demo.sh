@@ -34,20 +34,24 @@ NEEDS
 echo
 
 command -v cargo >/dev/null 2>&1 || { echo "demo: cargo is not on PATH (install Rust from https://rustup.rs)" >&2; exit 1; }
-need=()
-command -v git >/dev/null 2>&1 || need+=(git)
-command -v cc >/dev/null 2>&1 || need+=(gcc)
-command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
-dpkg -s libssl-dev >/dev/null 2>&1 || need+=(libssl-dev)
-[ -x /usr/sbin/sshd ] || need+=(openssh-server)
-[ -x /usr/lib/openssh/sftp-server ] || need+=(openssh-sftp-server)
-command -v ssh-keygen >/dev/null 2>&1 || need+=(openssh-client)
+mapfile -t need < <(scripts/demo-packages.sh)
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "demo: missing ${need[*]}; install them (apt-get as root does it here), then run the demo again" >&2
     exit 1
   fi
-  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}"
+  # Only what is missing, nothing upgraded (scripts/demo-packages.sh pins
+  # OpenSSH's server to the client the host has); apt's and dpkg's output
+  # goes to a log, shown only when the install fails.
+  log=$(mktemp /tmp/winfleet-demo-apt.XXXXXX)
+  echo "== installing ${need[*]} (log: $log)"
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+    --no-install-recommends --no-upgrade "${need[@]}"; } >"$log" 2>&1; then
+    tail -n 20 "$log" >&2
+    echo "demo: installing ${need[*]} failed (the whole log: $log)" >&2
+    exit 1
+  fi
+  rm -f "$log"
 fi
 
 # One build of both programs: the library is compiled once (a second cargo

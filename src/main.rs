@@ -36,7 +36,7 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(e) => {
-            cli::output::error(&format!("{e:#}"));
+            cli::output::error(&cli::output::said_once(&e));
             ExitCode::from(1)
         }
     }

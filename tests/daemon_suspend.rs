@@ -37,7 +37,8 @@ fn control(handle: &Handle, remote: &Remote, verb: &str, token: &str, reason: &s
     std::fs::write(&token_file, format!("{token}\n")).unwrap();
     let url = format!("http://{}", handle.webhook_addr.unwrap());
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_winfleet"))
-        .args([verb, "--url", &url, "--token-file", token_file.to_str().unwrap(), "--reason", reason])
+        .args([verb, "--url", &url, "--token-file", token_file.to_str().unwrap()])
+        .args(if verb == "suspend" { vec!["--reason", reason] } else { vec![] })
         .output()
         .unwrap();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
@@ -65,6 +66,8 @@ async fn a_commit_with_spec_suspend_changes_nothing_and_reports_drift_until_a_la
     let text = summary(&remote);
     assert!(text.contains(&format!("lastAppliedRevision: {first}")), "{text}");
     assert!(text.contains(&format!("sinceRevision: {suspending}")) && text.contains("by: spec.suspend in the Fleet"));
+    let suspended = |handle: &Handle| handle.metrics.encode().lines().any(|l| l == "winfleet_suspended 1");
+    assert!(suspended(&handle), "the gauge shows the suspension:\n{}", handle.metrics.encode());
 
     // Drift is reported, not corrected.
     std::fs::remove_file(fleet.nodes[0].path("certs.d/quay.io/hosts.toml")).unwrap();
@@ -89,6 +92,7 @@ async fn a_commit_with_spec_suspend_changes_nothing_and_reports_drift_until_a_la
     assert!(hosts_toml(&fleet, 0).unwrap().contains("mirror2.corp.example/v2/quay"));
     let text = summary(&remote);
     assert!(text.contains(&format!("lastAppliedRevision: {resuming}")) && !text.contains("suspended"), "{text}");
+    assert!(handle.metrics.encode().lines().any(|l| l == "winfleet_suspended 0"), "the gauge shows the resumption");
     stop(handle).await;
 }
 

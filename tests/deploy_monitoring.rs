@@ -70,7 +70,7 @@ fn the_alerts_pass_promtools_check_and_their_unit_tests() {
     std::fs::write(dir.path().join("rules.yaml"), rule_groups().to_string()).unwrap();
     std::fs::write(dir.path().join("alerts.test.yaml"), read(ALERT_TESTS)).unwrap();
     let Some(checked) = promtool(dir.path(), &["check", "rules", "rules.yaml"]) else { return };
-    assert!(checked.contains("SUCCESS: 6 rules found"), "{checked}");
+    assert!(checked.contains("SUCCESS: 7 rules found"), "{checked}");
     let tested = promtool(dir.path(), &["test", "rules", "alerts.test.yaml"]).unwrap();
     assert!(tested.contains("SUCCESS"), "{tested}");
 }
@@ -118,6 +118,7 @@ fn exposed() -> BTreeSet<String> {
     metrics.git_fetch(Duration::from_millis(10), true);
     metrics.set_applied_revision("0123abcd");
     metrics.set_nodes_by_phase(&[("Ready".to_owned(), 1)].into_iter().collect());
+    metrics.set_suspended(false);
     let text = metrics.encode();
     text.lines()
         .filter(|l| !l.starts_with('#'))
@@ -168,6 +169,7 @@ fn the_alerts_and_the_dashboard_name_only_series_the_daemon_exposes() {
         "winfleet_rounds_total",
         "winfleet_commit_to_applied_seconds",
         "winfleet_drift_detected_total",
+        "winfleet_suspended",
     ] {
         assert!(all.contains(series), "{series} is used");
     }

@@ -24,21 +24,31 @@ pub struct ControlArgs {
     /// The control token (the file given to `winfleet run --control-token-file`).
     #[arg(long, value_name = "FILE", env = "WINFLEET_CONTROL_TOKEN_FILE")]
     token_file: PathBuf,
-    /// Why (recorded in status and the Lease; `suspend` only).
-    #[arg(long, value_name = "TEXT", default_value = "")]
-    reason: String,
 }
 
-/// Sends `/suspend` (when `suspend`) or `/resume`; prints the daemon's answer.
-pub fn run(args: &ControlArgs, suspend: bool) -> anyhow::Result<ExitCode> {
+/// `winfleet suspend`: where the daemon is, and why.
+#[derive(Debug, clap::Args)]
+pub struct SuspendArgs {
+    #[command(flatten)]
+    pub control: ControlArgs,
+    /// Why (recorded in status and the Lease).
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub reason: String,
+}
+
+/// Sends `/suspend` with its reason (when `suspend` is given) or `/resume`;
+/// prints the daemon's answer.
+pub fn run(args: &ControlArgs, suspend: Option<&str>) -> anyhow::Result<ExitCode> {
     let token = std::fs::read_to_string(&args.token_file)
         .with_context(|| format!("reading the control token file {}", args.token_file.display()))?;
     let token = token.trim();
     if token.is_empty() {
         bail!("the control token file {} is empty", args.token_file.display());
     }
-    let path = if suspend { "/suspend" } else { "/resume" };
-    let body = if suspend { args.reason.clone() } else { String::new() };
+    let (path, body) = match suspend {
+        Some(reason) => ("/suspend", reason.to_owned()),
+        None => ("/resume", String::new()),
+    };
     let target = format!("{}{path}", args.url.trim_end_matches('/'));
     if !target.starts_with("http://") {
         bail!("--url {:?} must be an http:// URL (the daemon's webhook port)", args.url);

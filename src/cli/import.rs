@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use anyhow::{Context, anyhow, bail};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use winfleet::cluster::MACHINE_API_NAMESPACE;
@@ -51,8 +51,10 @@ async fn read(args: &ImportArgs) -> anyhow::Result<ClusterObjects> {
     let config = ClusterConfig { kubeconfig: args.kubeconfig.clone(), context: args.context.clone() };
     let Some(cluster) = connect(&config).await? else { bail!("no cluster: give --kubeconfig (or set KUBECONFIG)") };
     let client = cluster.client;
+    let url = cluster.url.trim_end_matches('/');
     let list = |api: Api<DynamicObject>, what: &'static str| async move {
-        let listed = api.list(&ListParams::default()).await.with_context(|| format!("listing {what}"))?;
+        let listed =
+            api.list(&ListParams::default()).await.map_err(|e| anyhow!("listing {what}: {}", unanswered(&e, url)))?;
         let values: anyhow::Result<Vec<serde_json::Value>> =
             listed.items.iter().map(|o| serde_json::to_value(o).context("encoding")).collect();
         values
@@ -94,6 +96,19 @@ async fn read(args: &ImportArgs) -> anyhow::Result<ClusterObjects> {
         proxy: proxies.into_iter().find(|p| named(p) == "cluster"),
         machine_sets,
     })
+}
+
+/// A failed call in winfleet's words: the API server's answer, or that
+/// none came and the innermost cause (kube's wrappers repeat themselves).
+fn unanswered(error: &kube::Error, url: &str) -> String {
+    if let kube::Error::Api(_) = error {
+        return winfleet::cluster::apply::api_error(error);
+    }
+    let mut cause: &dyn std::error::Error = error;
+    while let Some(next) = cause.source() {
+        cause = next;
+    }
+    format!("no answer from the API server {url}: {cause}")
 }
 
 /// A listed item may come without apiVersion and kind.

@@ -34,6 +34,9 @@ pub struct Logging {
     pub progress: bool,
 }
 
+/// kube's own log line for a failed request, off in text mode.
+const KUBE_REQUEST_LOG: &str = "kube_client::client::builder";
+
 /// What a usage error logs (nothing parsed, so no command's own default).
 pub const USAGE: Logging = Logging { filter: "error,winfleet=info", progress: false };
 
@@ -59,7 +62,12 @@ pub fn json_requested(args: impl IntoIterator<Item = std::ffi::OsString>) -> boo
 pub fn init(format: LogFormat, logging: Logging) {
     let json = format == LogFormat::Json;
     output::set_json(json);
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(logging.filter));
+    // kube's client logs every failed request at ERROR itself; in text
+    // the error winfleet reports says it once, in its own words.
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| match json {
+        true => EnvFilter::new(logging.filter),
+        false => EnvFilter::new(format!("{},{KUBE_REQUEST_LOG}=off", logging.filter)),
+    });
     let terminal = std::io::stderr().is_terminal();
     let logs = fmt::layer().with_writer(std::io::stderr);
     let registry = tracing_subscriber::registry();

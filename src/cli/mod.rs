@@ -70,7 +70,7 @@ enum Command {
     /// Tell the running daemon to change nothing until resumed: rounds still observe and report
     /// drift; a round in progress starts no further node (emergency stop; the Fleet's
     /// spec.suspend does the same through Git).
-    Suspend(control::ControlArgs),
+    Suspend(control::SuspendArgs),
     /// Tell the running daemon to go on: it applies the revision in force at once.
     Resume(control::ControlArgs),
     /// Write a config repository from what WMCO runs in a cluster today: the windows-instances and
@@ -86,15 +86,15 @@ enum Command {
 #[derive(Debug, clap::Args)]
 struct RepoArgs {
     /// The config repository.
-    #[arg(long, default_value = ".", env = "WINFLEET_REPO")]
+    #[arg(long, default_value = ".", env = "WINFLEET_REPO", help_heading = "Repository")]
     repo: PathBuf,
     /// Read the committed tree of this revision instead of the working tree.
-    #[arg(long)]
+    #[arg(long, help_heading = "Repository")]
     rev: Option<String>,
     /// Read only this directory of the repository (relative to its root), as its root.
-    #[arg(long, value_name = "DIR", env = "WINFLEET_PATH")]
+    #[arg(long, value_name = "DIR", env = "WINFLEET_PATH", help_heading = "Repository")]
     path: Option<String>,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Signed commits")]
     verify: verify::VerifyArgs,
 }
 
@@ -124,36 +124,36 @@ struct RenderArgs {
 #[derive(Debug, clap::Args)]
 struct PlanArgs {
     /// The config repository (a Git checkout).
-    #[arg(long, default_value = ".", env = "WINFLEET_REPO")]
+    #[arg(long, default_value = ".", env = "WINFLEET_REPO", help_heading = "Repository")]
     repo: PathBuf,
     /// The revision the change starts from (e.g. the merge base with main).
-    #[arg(long, required_unless_present = "live")]
+    #[arg(long, required_unless_present = "live", help_heading = "Repository")]
     base: Option<String>,
     /// The revision with the change.
-    #[arg(long, default_value = "HEAD")]
+    #[arg(long, default_value = "HEAD", help_heading = "Repository")]
     head: String,
     /// Read only this directory of the repository (relative to its root), as its root.
-    #[arg(long, value_name = "DIR", env = "WINFLEET_PATH")]
+    #[arg(long, value_name = "DIR", env = "WINFLEET_PATH", help_heading = "Repository")]
     path: Option<String>,
     /// With --output markdown: the comment's size budget; the largest node sections collapse to
     /// counts until it fits (GitHub refuses comments over 65,536 characters).
-    #[arg(long, value_name = "BYTES", default_value_t = winfleet::plan::markdown::DEFAULT_MAX_BYTES)]
+    #[arg(long, value_name = "BYTES", default_value_t = winfleet::plan::markdown::DEFAULT_MAX_BYTES, help_heading = "Output")]
     max_bytes: usize,
     /// Plan --head against the live fleet instead: observe the cluster and every node, change nothing
     /// (exit 0 = in sync, 2 = changes, 1 = error). Takes the node and cluster flags of `apply`.
-    #[arg(long, conflicts_with = "base")]
+    #[arg(long, conflicts_with = "base", help_heading = "Live plan (--live)")]
     live: bool,
     #[command(flatten)]
     round: RoundArgs,
-    #[command(flatten)]
+    #[command(flatten, next_help_heading = "Signed commits")]
     verify: verify::VerifyArgs,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
+    #[arg(long, value_enum, default_value_t = Format::Text, help_heading = "Output")]
     output: Format,
     /// Also post the plan (markdown, within --max-bytes) as the request's one plan comment, created or
     /// updated in place: github (GITHUB_TOKEN or GH_TOKEN, GITHUB_REPOSITORY, the pull_request event) or
     /// gitlab (GITLAB_TOKEN or GITLAB_API_TOKEN, CI_API_V4_URL, CI_PROJECT_ID, CI_MERGE_REQUEST_IID).
-    #[arg(long, value_enum, value_name = "FORGE")]
+    #[arg(long, value_enum, value_name = "FORGE", help_heading = "Output")]
     post: Option<post::Forge>,
 }
 
@@ -230,58 +230,58 @@ impl GitArgs {
 #[derive(Debug, clap::Args)]
 struct RoundArgs {
     /// Private key for every node (OpenSSH or PEM: RSA >= 2048, ECDSA, Ed25519; WMCO's private-key.pem works as is).
-    #[arg(long, value_name = "FILE", env = "WINFLEET_SSH_KEY")]
+    #[arg(long, value_name = "FILE", env = "WINFLEET_SSH_KEY", help_heading = "Nodes (SSH)")]
     ssh_key: Option<PathBuf>,
     /// OpenSSH known_hosts file the nodes' host keys are checked against.
-    #[arg(long, value_name = "FILE", env = "WINFLEET_KNOWN_HOSTS")]
+    #[arg(long, value_name = "FILE", env = "WINFLEET_KNOWN_HOSTS", help_heading = "Nodes (SSH)")]
     known_hosts: Option<PathBuf>,
     /// Record the key of a node not in --known-hosts into that file, then enforce it.
-    #[arg(long)]
+    #[arg(long, help_heading = "Nodes (SSH)")]
     trust_on_first_use: bool,
     /// Only these instances (addresses, comma-separated); MachineSets are then left out.
-    #[arg(long, value_name = "ADDR,...", value_delimiter = ',')]
+    #[arg(long, value_name = "ADDR,...", value_delimiter = ',', help_heading = "Nodes (SSH)")]
     nodes: Option<Vec<String>>,
     /// Nodes processed at once (default: the Fleet's rollout.maxParallel, 32).
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help_heading = "Nodes (SSH)")]
     max_parallel: Option<u32>,
     /// A .dockerconfigjson file with registry credentials for the hosts.toml headers.
-    #[arg(long, value_name = "FILE", env = "WINFLEET_PULL_SECRET")]
+    #[arg(long, value_name = "FILE", env = "WINFLEET_PULL_SECRET", help_heading = "Nodes (SSH)")]
     pull_secret: Option<PathBuf>,
     /// Time allowed for connecting and authenticating to a node (a duration such as 15s; a bare
     /// number is seconds).
-    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "15s", value_parser = duration, help_heading = "Nodes (SSH)")]
     connect_timeout: Duration,
     /// Time allowed for one script on a node.
-    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = duration, help_heading = "Nodes (SSH)")]
     command_timeout: Duration,
     /// `run`: close the SSH connections once no round has used them for this long (0: keep them
     /// open between rounds, at the cost of memory and keepalives on both ends).
-    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "2m", value_parser = duration, help_heading = "Nodes (SSH)")]
     ssh_idle_timeout: Duration,
     /// kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then the pod's service account;
     /// with none of them winfleet runs SSH-only).
-    #[arg(long, value_name = "FILE", env = "WINFLEET_KUBECONFIG")]
+    #[arg(long, value_name = "FILE", env = "WINFLEET_KUBECONFIG", help_heading = "Cluster")]
     kubeconfig: Option<PathBuf>,
     /// kubeconfig context (default: the current context).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", help_heading = "Cluster")]
     context: Option<String>,
     /// Fail instead of running SSH-only when no cluster is configured.
-    #[arg(long)]
+    #[arg(long, help_heading = "Cluster")]
     require_cluster: bool,
     /// How long one node's drain may take before its safe reboot is abandoned (the node is uncordoned).
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration, help_heading = "Rollout")]
     drain_timeout: Duration,
     /// How long a rebooting node has to answer over SSH with a new boot and be Ready; after that the
     /// rollout stops and the node stays cordoned.
-    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "15m", value_parser = duration, help_heading = "Rollout")]
     reboot_timeout: Duration,
     /// The payload directory (the node files WMCO ships in its image under /payload); its digest
     /// must equal the Fleet's spec.payload.digest for any node to be configured.
-    #[arg(long, value_name = "DIR", env = "WINFLEET_PAYLOAD_DIR")]
+    #[arg(long, value_name = "DIR", env = "WINFLEET_PAYLOAD_DIR", help_heading = "Rollout")]
     payload_dir: Option<PathBuf>,
     /// How long a joining node's kubelet has to get its CSR approved and register its Node, and then
     /// to be Ready once its services run.
-    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = duration, help_heading = "Rollout")]
     join_timeout: Duration,
 }
 
@@ -345,8 +345,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Run(args) => run::run(&args),
         Command::Status(args) => status::run(&args),
         Command::Payload(command) => payload::run(&command),
-        Command::Suspend(args) => control::run(&args, true),
-        Command::Resume(args) => control::run(&args, false),
+        Command::Suspend(args) => control::run(&args.control, Some(&args.reason)),
+        Command::Resume(args) => control::run(&args, None),
         Command::Import(args) => import::run(&args),
         Command::Completions(args) => docs::completions(&args),
         Command::Man(args) => docs::man(&args),

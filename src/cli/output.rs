@@ -39,6 +39,24 @@ pub fn out_status(text: &str) {
     if colour::enabled(Stream::Stdout) { out(&colour::status(text)) } else { out(text) }
 }
 
+/// An error and its causes joined with ": ", each said once: a cause whose
+/// words its wrapper already says (thiserror's `{source}` in a message) is
+/// not repeated.
+pub fn said_once(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let words = cause.to_string();
+        if words.is_empty() || text.contains(&words) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&words);
+    }
+    text
+}
+
 /// Says something went wrong (an ERROR event in JSON).
 pub fn error(line: &str) {
     if json() {

@@ -309,6 +309,7 @@ async fn run_loop(
         liveness.working();
         let leading = leader.as_mut().is_none_or(|l| *l.borrow_and_update());
         daemon.metrics().set_leader(leading);
+        daemon.metrics().set_suspended(daemon.suspended_by().is_some());
         if !leading {
             // A follower keeps its source fresh (and /readyz honest) and
             // runs no round; on taking over it checks the source at once.

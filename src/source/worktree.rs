@@ -5,6 +5,40 @@ use std::path::Path;
 
 use super::{Snapshot, SourceError, SourceFile};
 
+/// A walk's error as the IO error under it, said once: the `ignore`
+/// crate's own message names the path two more times.
+fn walk_error(dir: &Path, error: &ignore::Error) -> SourceError {
+    let mut path = dir.display().to_string();
+    let mut inner = error;
+    loop {
+        match inner {
+            ignore::Error::WithPath { path: at, err } => {
+                path = at.display().to_string();
+                inner = err;
+            }
+            ignore::Error::WithDepth { err, .. } | ignore::Error::WithLineNumber { err, .. } => inner = err,
+            _ => break,
+        }
+    }
+    let source = match inner.io_error() {
+        Some(io) => os_error(io).map_or_else(|| std::io::Error::from(io.kind()), std::io::Error::from_raw_os_error),
+        None => std::io::Error::other(inner.to_string()),
+    };
+    SourceError::Io { path, source }
+}
+
+/// The operating system's error code under `error` (walkdir wraps it).
+fn os_error(error: &std::io::Error) -> Option<i32> {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(current) = cause {
+        if let Some(code) = current.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error) {
+            return Some(code);
+        }
+        cause = current.source();
+    }
+    None
+}
+
 /// Reads every regular file under `dir` except the `.git` directory and
 /// what Git ignores there (`.gitignore` files, `.git/info/exclude`; the
 /// `ignore` crate's walk). Symbolic links are not followed, so nothing
@@ -29,10 +63,7 @@ pub fn read_worktree(dir: &Path) -> Result<Snapshot, SourceError> {
     let mut files = Vec::new();
     let mut links = Vec::new();
     for entry in walk {
-        let entry = entry.map_err(|e| SourceError::Io {
-            path: dir.display().to_string(),
-            source: std::io::Error::other(e.to_string()),
-        })?;
+        let entry = entry.map_err(|e| walk_error(dir, &e))?;
         let is_link = entry.path_is_symlink();
         if !is_link && !entry.file_type().is_some_and(|t| t.is_file()) {
             continue;

@@ -80,6 +80,7 @@ pub struct Metrics {
     applied_revision: Arc<Mutex<Option<String>>>,
     deconfigure_refused: Gauge,
     leader: Gauge,
+    suspended: Gauge,
     last_success: Gauge,
 }
 
@@ -138,6 +139,12 @@ impl Metrics {
             "1 while this replica reconciles (it holds the Lease, or runs alone)",
             leader.clone(),
         );
+        let suspended = Gauge::default();
+        registry.register(
+            "suspended",
+            "1 while winfleet is suspended (winfleet suspend, or the Fleet's spec.suspend): it changes nothing",
+            suspended.clone(),
+        );
         let last_success = Gauge::default();
         registry.register_with_unit(
             "last_successful_round_timestamp",
@@ -176,6 +183,7 @@ impl Metrics {
             applied_revision,
             deconfigure_refused,
             leader,
+            suspended,
             last_success,
         }
     }
@@ -183,6 +191,11 @@ impl Metrics {
     /// Whether this replica reconciles.
     pub fn set_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// Whether winfleet is suspended (out of band or by the Fleet).
+    pub fn set_suspended(&self, suspended: bool) {
+        self.suspended.set(i64::from(suspended));
     }
 
     /// Whether the mass-removal guard refused this round's deconfigures.
@@ -318,6 +331,7 @@ mod tests {
         metrics.set_applied_revision("0123abcd");
         metrics.set_leader(true);
         metrics.set_deconfigure_refused(true);
+        metrics.set_suspended(true);
         let text = metrics.encode();
         let stamp = text
             .lines()
@@ -344,6 +358,8 @@ mod tests {
             "winfleet_drift_detected_total 2",
             "winfleet_leader 1",
             "winfleet_deconfigure_refused 1",
+            "# TYPE winfleet_suspended gauge",
+            "winfleet_suspended 1",
             "winfleet_ssh_errors_total{stage=\"apply\"} 1",
             "winfleet_ssh_errors_total{stage=\"observe\"} 0",
             "winfleet_ssh_errors_total{stage=\"reboot\"} 0",

@@ -166,7 +166,7 @@ impl Daemon {
 
     /// Who suspended winfleet, while it is: `winfleet suspend`, or the
     /// Fleet's `spec.suspend` in the revision in force.
-    fn suspended_by(&self) -> Option<String> {
+    pub(crate) fn suspended_by(&self) -> Option<String> {
         if let Some(reason) = self.suspension.reason() {
             return Some(format!("winfleet suspend: {reason}"));
         }
