@@ -26,7 +26,7 @@ use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, 
 use serde_json::json;
 use support::bench_checks::{assert_all_joined, assert_quiet, on_node};
 use support::controlplane::{Backend, TestApi};
-use support::identity::install_identity;
+use support::identity::{install_identity, service_account_token};
 use support::join::{Bench, bench, logs};
 use support::join_payload::{executable, services_manifest_with};
 use winfleet::cluster::deconfigure::DeconfigureResult;
@@ -179,6 +179,14 @@ async fn scraped_rotated_and_removed(backend: Backend) {
     assert!(!text.contains("PRIVATE KEY"), "no key in a report");
     for node in &bench.fleet.nodes {
         up(&dir, &first.ca, &node.address);
+    }
+    if let TestApi::Real(plane) = &bench.api {
+        // deploy/'s identity reads that Secret with winfleet's own code, and no other.
+        let sa = plane.client_with_token(&service_account_token(plane).await).await;
+        let material = winfleet::cluster::material::read(&sa, false).await.unwrap();
+        assert_eq!(material.exporter_tls.unwrap().cert, first.cert);
+        let other = Api::<Secret>::namespaced(sa, NAMESPACE).get("winfleet-git").await;
+        assert!(matches!(other, Err(kube::Error::Api(ref e)) if e.code == 403), "{other:?}");
     }
     // Another CA's certificate is refused, as Prometheus refuses it.
     assert!(scrape(&dir, &service_ca("other").ca, &bench.fleet.nodes[0].address).is_err());
