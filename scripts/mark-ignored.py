@@ -15,6 +15,7 @@ R = {
  'sd': 'needs systemd-analyze: scripts/test.sh runs it',
  'prom': 'needs promtool: scripts/test.sh runs it',
  'kc': 'needs kubectl: scripts/test.sh runs it',
+ 'ne': 'needs prometheus-node-exporter: scripts/test.sh runs it',
 }
 PAT = [
  ('cp', re.compile(r'Backend::Real\b|ControlPlane::start|ControlPlane::start_bare|real_control_plane\(|Bench::real|TestApi::real')),
@@ -22,6 +23,7 @@ PAT = [
  ('sd', re.compile(r'systemd_analyze_or_say_why')),
  ('prom', re.compile(r'\bpromtool\(')),
  ('kc', re.compile(r'\brender\("(deploy|tests/fixtures/deploy)')),
+ ('ne', re.compile(r'\bnode_exporter_or_say_why\(')),
 ]
 attr = re.compile(r'^(\s*)#\[(tokio::)?test\b')
 changed = 0

@@ -7,7 +7,7 @@
 #
 # 1. installs the programs the real-peer tests read winfleet's output with
 #    (OpenSSH, GnuPG, containerd and a registry, systemd-analyze, promtool,
-#    kubectl, Python for the PowerShell stand-in) when missing (apt-get, as
+#    node_exporter, kubectl, Python for the PowerShell stand-in) when missing (apt-get, as
 #    root);
 # 2. builds the real control plane (etcd, kube-apiserver and
 #    kube-controller-manager v1.37.2 from the Kubernetes Go modules in
@@ -61,6 +61,9 @@ command -v htpasswd >/dev/null 2>&1 || need_apt+=(apache2-utils)
 command -v curl >/dev/null 2>&1 || need_apt+=(curl)
 command -v systemd-analyze >/dev/null 2>&1 || need_apt+=(systemd)
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+# windows_exporter's stand-in on the test nodes: node_exporter reads the same
+# exporter-toolkit --web.config.file (tests/exporter_scrape.rs).
+command -v prometheus-node-exporter >/dev/null 2>&1 || need_apt+=(prometheus-node-exporter)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
     echo "test: missing ${need_apt[*]}; install them (apt-get as root does it here), then run again" >&2

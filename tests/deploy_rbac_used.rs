@@ -311,3 +311,29 @@ fn every_verb_deploy_grants_winfleet_is_one_its_code_uses() {
     }
     assert!(gone.is_empty(), "the calls these grants were for are gone:\n{}", gone.join("\n"));
 }
+
+/// The rows above hold one call a verb; `get` on Secrets in winfleet's
+/// namespace serves two, each for exactly one Secret by name.
+#[test]
+fn winfleet_reads_exactly_two_secrets_of_its_namespace_by_name() {
+    let text = std::fs::read_to_string(support::root().join("deploy/base/rbac.yaml")).unwrap();
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple::<Value>(&text).unwrap().into_iter().filter(|d| !d.is_null()).collect();
+    let mut names = BTreeSet::new();
+    for role in docs.iter().filter(|d| d["kind"] == "Role" && d["metadata"]["namespace"] == "winfleet") {
+        for rule in role["rules"].as_array().unwrap() {
+            if strings(&rule["resources"]).contains(&"secrets".to_owned())
+                && strings(&rule["verbs"]).contains(&"get".to_owned())
+            {
+                let named = strings(&rule["resourceNames"]);
+                assert!(!named.is_empty(), "a get on every Secret of winfleet's namespace: {rule}");
+                names.extend(named);
+            }
+        }
+    }
+    let expected = ["windows-machine-config-operator-tls", "winfleet-cloud-node-manager-token"];
+    assert_eq!(names.iter().map(String::as_str).collect::<Vec<_>>(), expected);
+    let material = std::fs::read_to_string(support::root().join("src/cluster/material.rs")).unwrap();
+    assert!(material.contains("let name = super::monitoring::plan::SERVING_CERT.1;"));
+    assert!(material.contains("secrets.get_opt(name)"));
+}

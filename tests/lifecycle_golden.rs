@@ -117,6 +117,7 @@ fn spec(shell: Shell) -> NodeSpec {
         platform: Default::default(),
         rendered_worker: None,
         node_manager_token: None,
+        exporter_tls: Err("no Secret".into()),
     };
     let generated = render(&lifecycle, &material);
     lifecycle = lifecycle.with_generated(generated);

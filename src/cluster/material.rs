@@ -13,7 +13,13 @@
 //!   `spec.kubeAPIServerServingCAData` (the kubelet's client CA);
 //! - Proxy `cluster`'s trusted CA bundle ([`super::trusted_ca`]);
 //! - the worker pool's rendered MachineConfig ([`super::machine_config`]).
-//! - on Azure, cloud-node-manager's token ([`super::node_manager`]).
+//! - on Azure, cloud-node-manager's token ([`super::node_manager`]);
+//! - Secret `windows-machine-config-operator-tls` in winfleet's namespace:
+//!   `tls.crt` and `tls.key`, the serving certificate the service CA
+//!   operator issues for the windows-exporter Service (its annotation,
+//!   [`super::monitoring::plan::SERVING_CERT`]); missing, it is a note,
+//!   never an error: the exporter waits for it as WMCO does
+//!   ([`crate::lifecycle::exporter_tls`]).
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -23,6 +29,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind};
 use serde_json::Value;
 
 use super::apply::api_error;
+use crate::lifecycle::exporter_tls::{CERT, ExporterTls, KEY};
 use crate::lifecycle::material::{ClusterMaterial, cluster_dns};
 use crate::vocab::platform::Platform;
 
@@ -104,6 +111,7 @@ pub async fn read(client: &Client, mint: bool) -> Result<ClusterMaterial, String
     let trusted_ca = super::trusted_ca::read(client).await?;
     let rendered_worker = super::machine_config::read(client).await?;
     let node_manager_token = super::node_manager::token(client, platform, mint).await?;
+    let exporter_tls = exporter_tls(client).await;
     Ok(ClusterMaterial {
         api_server_url,
         bootstrap_token,
@@ -115,5 +123,32 @@ pub async fn read(client: &Client, mint: bool) -> Result<ClusterMaterial, String
         platform,
         rendered_worker,
         node_manager_token,
+        exporter_tls,
     })
+}
+
+/// The exporter's serving certificate and key, or why there is none.
+async fn exporter_tls(client: &Client) -> Result<ExporterTls, String> {
+    let namespace = super::monitoring::namespace();
+    let name = super::monitoring::plan::SERVING_CERT.1;
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let secret = match secrets.get_opt(name).await {
+        Ok(Some(secret)) => secret,
+        Ok(None) => {
+            return Err(format!(
+                "Secret {namespace}/{name} not found (the service CA issues it for Service {namespace}/{}): \
+                 windows_exporter gets no certificate yet",
+                super::monitoring::plan::NAME
+            ));
+        }
+        Err(e) => return Err(format!("cannot read Secret {namespace}/{name}: {}", api_error(&e))),
+    };
+    let data = secret.data.unwrap_or_default();
+    let field = |key: &str| {
+        data.get(key)
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| format!("Secret {namespace}/{name} has no {key}"))
+    };
+    Ok(ExporterTls { cert: field(CERT)?, key: field(KEY)? })
 }

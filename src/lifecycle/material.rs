@@ -61,6 +61,9 @@ pub struct ClusterMaterial {
     pub rendered_worker: Option<super::ignition::RenderedWorker>,
     /// On Azure, cloud-node-manager's token ([`super::node_manager`]).
     pub node_manager_token: Option<String>,
+    /// windows_exporter's serving certificate ([`super::exporter_tls`]);
+    /// `Err` says why none is written (no Secret yet: never blocking).
+    pub exporter_tls: Result<super::exporter_tls::ExporterTls, String>,
 }
 
 impl fmt::Debug for ClusterMaterial {
@@ -127,6 +130,7 @@ pub fn render(spec: &LifecycleSpec, material: &ClusterMaterial) -> Vec<Generated
             material.node_manager_token.as_deref(),
         ))
         .chain(worker)
+        .chain(super::exporter_tls::render(spec, material.exporter_tls.as_ref().ok()))
         .collect()
 }
 
@@ -196,6 +200,7 @@ mod tests {
             platform: Platform::None,
             rendered_worker: None,
             node_manager_token: None,
+            exporter_tls: Err("no Secret".into()),
         };
         assert!(!format!("{material:?}").contains("TOKEN-SENTINEL"));
         let spec = crate::lifecycle::tests_support::posix_spec();

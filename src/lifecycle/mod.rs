@@ -21,6 +21,7 @@
 pub mod change;
 pub mod containers;
 pub mod credential_provider;
+pub mod exporter_tls;
 pub mod facts;
 pub mod go_yaml;
 pub mod ignition;

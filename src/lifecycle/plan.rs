@@ -8,7 +8,8 @@
 //! generated files, service definitions, and the starts in priority order
 //! (bootstrap services first). A service is started when it should run and
 //! does not, and restarted when its definition or a file its command line
-//! names changed; the services that depend on a stopped one are stopped
+//! names changed (or a file named only in such a file:
+//! [`super::exporter_tls::named_in`]); the services that depend on a stopped one are stopped
 //! and started with it (the service manager stops them anyway).
 
 use std::collections::BTreeSet;
@@ -69,13 +70,15 @@ pub fn plan_lifecycle<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts, ct
             body.push(LifecycleChange::CreateDir { path: dir });
         }
     }
-    let mut changed_paths = Vec::new();
+    // Each changed path, with the file that names it when only a file does
+    // (the exporter's certificate, named in its web config).
+    let mut changed_paths: Vec<(&str, Option<String>)> = Vec::new();
     for file in &spec.files {
         let observed = facts.files.get(&file.path).and_then(|f| f.sha256());
         if observed == Some(file.sha256.as_str()) {
             plan.in_sync += 1;
         } else {
-            changed_paths.push(file.path.as_str());
+            changed_paths.push((file.path.as_str(), None));
             body.push(LifecycleChange::Upload { file, observed });
         }
     }
@@ -85,7 +88,7 @@ pub fn plan_lifecycle<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts, ct
             if observed == Some(generated.file.sha256()) {
                 plan.in_sync += 1;
             } else {
-                changed_paths.push(generated.path.as_str());
+                changed_paths.push((generated.path.as_str(), super::exporter_tls::named_in(spec, &generated.path)));
                 body.push(LifecycleChange::WriteGenerated { file: generated, observed });
             }
         }
@@ -160,7 +163,7 @@ fn services<'a>(
     spec: &'a LifecycleSpec,
     facts: &LifecycleFacts,
     ctx: Context<'_>,
-    changed_paths: &[&str],
+    changed_paths: &[(&str, Option<String>)],
     plan: &mut LifecyclePlan<'a>,
 ) -> ServicePlan<'a> {
     let mut out = ServicePlan { stops: Vec::new(), defines: Vec::new(), starts: Vec::new(), blocked: Vec::new() };
@@ -204,9 +207,11 @@ fn services<'a>(
         let state = observed.map_or(ServiceState::Absent, |o| o.state.clone());
         let defined = observed.and_then(|o| o.definition.as_ref()).is_some_and(|d| same_definition(d, &definition));
         let running = state == ServiceState::Running;
+        let named = |p: &str| mentions(spec.shell, &command, p) || scripts.iter().any(|s| mentions(spec.shell, s, p));
         let uses: Vec<&&str> = changed_paths
             .iter()
-            .filter(|p| mentions(spec.shell, &command, p) || scripts.iter().any(|s| mentions(spec.shell, s, p)))
+            .filter(|(p, named_in)| named(p) || named_in.as_deref().is_some_and(named))
+            .map(|(p, _)| p)
             .collect();
         let mut why = Vec::new();
         if !defined {

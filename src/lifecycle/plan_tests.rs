@@ -40,6 +40,7 @@ fn spec() -> LifecycleSpec {
         platform: Default::default(),
         rendered_worker: None,
         node_manager_token: None,
+        exporter_tls: Err("no Secret".into()),
     };
     let generated = render(&spec, &material);
     spec.with_generated(generated)
@@ -356,4 +357,55 @@ fn a_host_without_the_containers_feature_gets_it_and_a_reboot_before_anything_el
     // A node already joined is not asked (WMCO checks at configure only).
     let maintain = Context { mode: Mode::Maintain, node: None, disrupt: false };
     assert!(!plan_lifecycle(&spec, &facts, maintain).reboot);
+}
+
+/// The spec with a windows_exporter naming its web config, and the
+/// exporter's certificate `cert`.
+fn exporter_spec(cert: &str) -> LifecycleSpec {
+    use crate::lifecycle::exporter_tls::{ExporterTls, render};
+    let mut spec = spec();
+    let mut exporter = spec.services[1].clone();
+    exporter.name = "windows_exporter".into();
+    exporter.command = "payload/hon --web.config.file=payload/tls/windows-exporter-webconfig.yaml".into();
+    exporter.node_variables.clear();
+    exporter.dependencies.clear();
+    spec.services.push(exporter);
+    let tls = ExporterTls { cert: cert.into(), key: format!("key of {cert}") };
+    let mut generated = spec.generated.clone();
+    generated.extend(render(&spec, Some(&tls)));
+    spec.with_generated(generated)
+}
+
+#[test]
+fn a_rotated_exporter_certificate_is_rewritten_and_restarts_only_windows_exporter() {
+    let spec = exporter_spec("CERT-1");
+    let node = serde_json::json!({"metadata": {"name": "win-1"}});
+    let maintain = Context { mode: Mode::Maintain, node: Some(&node), disrupt: true };
+    let mut facts = fresh();
+    for _ in 0..3 {
+        let plan = plan_lifecycle(&spec, &facts, maintain);
+        let next = after(&spec, &facts, &plan.changes);
+        drop(plan);
+        facts = next;
+    }
+    assert!(plan_lifecycle(&spec, &facts, maintain).changes.is_empty());
+    let rotated = exporter_spec("CERT-2");
+    let plan = plan_lifecycle(&rotated, &facts, maintain);
+    assert_eq!(
+        names(&plan.changes),
+        [
+            "stop windows_exporter",
+            "write payload/tls/certs/tls.crt",
+            "write payload/tls/certs/tls.key",
+            "start windows_exporter"
+        ]
+    );
+    let why = plan.changes.iter().find_map(|c| match c {
+        LifecycleChange::Start { why, .. } => Some(why.as_str()),
+        _ => None,
+    });
+    assert_eq!(why, Some("restart: payload/tls/certs/tls.crt, payload/tls/certs/tls.key changed"));
+    let before_cordon = Context { mode: Mode::Join, node: Some(&node), disrupt: false };
+    let held = plan_lifecycle(&rotated, &facts, before_cordon);
+    assert_eq!(held.changes, Vec::new(), "the certificate waits with its service: {:?}", names(&held.changes));
 }

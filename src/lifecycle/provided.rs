@@ -8,7 +8,7 @@
 //! kube directory), so the modules that render those files can use it.
 //! docs/lifecycle.md "Files a services manifest names" is the table.
 
-use super::{LifecycleSpec, material, network, trusted_ca};
+use super::{LifecycleSpec, exporter_tls, material, network, trusted_ca};
 use crate::payload::layout::{WINDOWS_TEMP_DIR, payload_node_path};
 use crate::vocab::Shell;
 use crate::vocab::file::node_path;
@@ -90,6 +90,9 @@ pub fn catalogue(spec: &LifecycleSpec) -> Vec<Provided> {
             payload_node_path(spec.shell, network::NETWORK_CONF, &spec.kube_dir),
             "the network configuration script",
         ),
+        // Written with the service CA's certificate; until that Secret exists
+        // the exporter waits, nothing else does (issue 41).
+        generated(exporter_tls::web_config_path(spec), "windows_exporter's web config"),
         entry(
             kube(CREDENTIAL_PROVIDER_CONFIG),
             Source::Platform(&[Platform::Aws]),
@@ -172,6 +175,7 @@ mod tests {
             r"C:\k\ca-bundle.crt",
             r"C:\k\imported-certs.pem",
             r"C:\Temp\network-conf.ps1",
+            r"C:\k\tls\windows-exporter-webconfig.yaml",
         ] {
             assert_eq!(find(&all, generated).source, Source::Generated, "{generated}");
         }

@@ -109,6 +109,9 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
     if let Some(note) = &c.network_note {
         let _ = writeln!(out, "  - network configuration: {note}");
     }
+    if let Some(note) = &c.exporter_tls_note {
+        let _ = writeln!(out, "  - exporter TLS: {note}");
+    }
     if let Some(note) = &c.worker_ignition {
         let _ = writeln!(out, "  - worker ignition: {note}");
     }

@@ -140,6 +140,7 @@ pub async fn round<H: Host>(
         report.material_error = Some(e.clone());
     }
     report.network_note = material.as_ref().and_then(|m| m.as_ref().ok()?.network.as_ref().err().cloned());
+    report.exporter_tls_note = material.as_ref().and_then(|m| m.as_ref().ok()?.exporter_tls.as_ref().err().cloned());
     report.worker_ignition = material
         .as_ref()
         .and_then(|m| m.as_ref().ok()?.rendered_worker.as_ref().map(crate::lifecycle::platform_files::describe));

@@ -75,6 +75,10 @@ pub struct ClusterReport {
     /// Why no network configuration is generated (no operator Network).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub network_note: Option<String>,
+    /// Why windows_exporter's certificate is not written (its Secret is
+    /// missing or unreadable; never blocking).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exporter_tls_note: Option<String>,
     /// The rendered worker MachineConfig the nodes' ignition files come
     /// from, and why that one (issue 36).
     #[serde(skip_serializing_if = "Option::is_none")]
