@@ -13,7 +13,7 @@ use std::fmt::Write;
 
 use super::budget::{cut, water_fill};
 use super::markdown_sections::{FEW, Section, escape, see_all};
-use super::text::summary_line;
+use super::summary::Summary;
 use super::{Plan, short};
 
 /// The first line of every plan comment: a CI job finds its own comment by
@@ -111,7 +111,8 @@ fn sections(plan: &Plan) -> Vec<Section<'_>> {
     if !(i.configure.is_empty() && i.update.is_empty() && i.deconfigure.is_empty()) {
         out.push(Section::Instances(plan));
     }
-    out.extend(plan.nodes.iter().map(|g| Section::Group(plan, g)));
+    let reboots = Summary::of(plan).group_reboots;
+    out.extend(plan.nodes.iter().zip(reboots).map(|(g, r)| Section::Group(plan, g, r > 0)));
     out.extend(plan.machine_sets.iter().map(|m| Section::MachineSet(plan, m)));
     out
 }
@@ -124,7 +125,7 @@ fn head(plan: &Plan, room: usize) -> String {
     if !plan.has_changes() {
         out.push_str("**No changes.**\n");
     } else {
-        let _ = writeln!(out, "**{}**", summary_line(plan));
+        let _ = writeln!(out, "**{}**", Summary::of(plan).line());
     }
     if plan.warnings.is_empty() {
         return out;
