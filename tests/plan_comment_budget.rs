@@ -182,3 +182,38 @@ fn three_hundred_mirrors_on_fifty_nodes_show_their_diffs_within_the_budget() {
         assert!(comment.contains("`C:\\k\\containerd\\registries\\registry99.example.com\\hosts.toml`"));
     }
 }
+
+#[test]
+fn a_max_bytes_below_the_minimum_is_a_usage_error_naming_the_minimum() {
+    let nodes: Vec<(String, &str)> = (0..3).map(|i| (address(i), "Administrator")).collect();
+    let git = repository((&nodes, 3, "mirror-a.corp.example"), (&nodes, 3, "mirror-b.corp.example"));
+    let repo = git.path().to_str().unwrap();
+    for max in ["0", "10", "500", "999"] {
+        let args = ["plan", "--repo", repo, "--base", "HEAD~1", "--output", "markdown", "--max-bytes", max];
+        let (code, out, err) = winfleet(&args);
+        // Usage errors exit 1 (src/main.rs): for `plan`, 2 means "changes".
+        assert_eq!(code, 1, "--max-bytes {max} is a usage error: {out}{err}");
+        assert!(out.is_empty(), "no comment for --max-bytes {max}: {out}");
+        assert!(err.contains("--max-bytes") && err.contains("at least 1000 bytes"), "{err}");
+    }
+    let comment = plan(&git, "markdown", &["--max-bytes", "1000"]);
+    assert!(comment.len() <= 1000 && comment.starts_with("<!-- winfleet-plan -->\n"), "{comment}");
+    assert!(comment.contains("**Plan: 0 to configure, 3 to update,"), "{comment}");
+    assert!(comment.contains("> This comment is shortened to fit 1000 bytes"), "{comment}");
+}
+
+#[test]
+fn a_shortened_comment_ends_between_blocks_at_every_budget() {
+    let nodes: Vec<(String, &str)> = (0..50).map(|i| (address(i), "Administrator")).collect();
+    let git = repository((&nodes, 300, "mirror-a.corp.example"), (&nodes, 300, "mirror-b.corp.example"));
+    for budget in [1_000, 1_100, 1_500, 2_500, 4_000, 7_000] {
+        let comment = plan(&git, "markdown", &["--max-bytes", &budget.to_string()]);
+        assert!(comment.len() <= budget, "{} bytes over {budget}", comment.len());
+        assert!(comment.contains("**Plan: 0 to configure, 50 to update"), "{budget}: the summary:\n{comment}");
+        assert!(comment.contains("> This comment is shortened to fit"), "{budget}: the note");
+        let details = (comment.matches("<details").count(), comment.matches("</details>").count());
+        assert_eq!(details.0, details.1, "{budget}: a section cut inside:\n{comment}");
+        assert!(comment.matches("```").count().is_multiple_of(2), "{budget}: a diff cut inside:\n{comment}");
+        assert!(comment.ends_with('\n'), "{budget}: ends mid-line:\n{comment}");
+    }
+}

@@ -140,3 +140,58 @@ fn warnings_that_hold_on_the_base_too_are_folded_away_from_the_change() {
     );
     assert!(folded["message"].as_str().unwrap().starts_with("proxy URL \"http://svc-winfleet:<redacted>@"), "{json}");
 }
+
+/// The numbers of a summary line (`Plan: 1 to configure, …`), in order.
+fn numbers(line: &str) -> Vec<u64> {
+    line.split(|c: char| !c.is_ascii_digit()).filter_map(|s| s.parse().ok()).collect()
+}
+
+#[test]
+fn the_three_formats_give_the_same_numbers_for_every_fixture() {
+    let mut failures = Vec::new();
+    for case in support::cases("plan") {
+        let name = case.file_name().unwrap().to_string_lossy().into_owned();
+        let git = GitRepo::new();
+        git.commit_dir(&case.join("base"), "base");
+        git.commit_dir(&case.join("head"), "head");
+        let repo = git.path().to_str().unwrap();
+        let plan = |format: &str| winfleet(&["plan", "--repo", repo, "--base", "HEAD~1", "--output", format]).1;
+        let (text, markdown) = (plan("text"), plan("markdown"));
+        let doc: serde_json::Value = serde_json::from_str(&plan("json")).unwrap();
+        let s = &doc["summary"];
+        let n = |key: &str| s[key].as_u64().unwrap_or_else(|| panic!("{name}: summary.{key} in {s}"));
+        let m = |key: &str| s["machineSets"][key].as_u64().unwrap_or_else(|| panic!("{name}: machineSets.{key}"));
+        let mut expected = vec![n("configure"), n("update")];
+        if s["deconfigureRefused"] == true {
+            expected.push(0);
+        }
+        expected.extend([n("deconfigure"), n("nodesChanged"), n("safeReboots"), m("create"), m("update"), m("delete")]);
+        let groups = doc["nodes"].as_array().unwrap();
+        let reboots: Vec<u64> = groups.iter().map(|g| g["safeReboots"].as_u64().unwrap()).collect();
+        if reboots.iter().sum::<u64>() != n("safeReboots") {
+            failures.push(format!("{name}: the groups' safeReboots {reboots:?} do not add up to the summary's"));
+        }
+        let rebooting = reboots.iter().filter(|r| **r > 0).count();
+        let text_line = text.lines().find(|l| l.starts_with("Plan: "));
+        let md_line = markdown.lines().find(|l| l.starts_with("**Plan: "));
+        let has_changes = doc["hasChanges"] == true;
+        for (format, line, marked) in [
+            ("text", text_line, text.matches("(safe reboot required)").count()),
+            ("markdown", md_line, markdown.matches(", safe reboot required</summary>").count()),
+        ] {
+            match line {
+                Some(line) if numbers(line) != expected => {
+                    failures.push(format!("{name} ({format}): {line} against the JSON's {expected:?}"))
+                }
+                None if has_changes => failures.push(format!("{name} ({format}): no summary line")),
+                _ => {}
+            }
+            if marked != rebooting {
+                failures.push(format!(
+                    "{name} ({format}): {marked} group(s) say a safe reboot is required, the JSON {rebooting}"
+                ));
+            }
+        }
+    }
+    support::report(failures);
+}

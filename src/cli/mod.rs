@@ -135,9 +135,11 @@ struct PlanArgs {
     /// Read only this directory of the repository (relative to its root), as its root.
     #[arg(long, value_name = "DIR", env = "WINFLEET_PATH", help_heading = "Repository")]
     path: Option<String>,
-    /// With --output markdown: the comment's size budget; the largest node sections collapse to
-    /// counts until it fits (GitHub refuses comments over 65,536 characters).
-    #[arg(long, value_name = "BYTES", default_value_t = winfleet::plan::markdown::DEFAULT_MAX_BYTES, help_heading = "Output")]
+    /// With --output markdown: the comment's size budget; warnings and sections that do not fit are
+    /// left out whole, with a note (GitHub refuses comments over 65,536 characters).
+    /// At least 1000 (the marker, the summary and the note that the comment is shortened always fit).
+    #[arg(long, value_name = "BYTES", default_value_t = winfleet::plan::markdown::DEFAULT_MAX_BYTES,
+          value_parser = max_bytes, help_heading = "Output")]
     max_bytes: usize,
     /// Plan --head against the live fleet instead: observe the cluster and every node, change nothing
     /// (exit 0 = in sync, 2 = changes, 1 = error). Takes the node and cluster flags of `apply`.
@@ -286,6 +288,18 @@ struct RoundArgs {
 }
 
 /// Every duration flag: `90s`, `10m`, `1h30m`, or a bare number of seconds.
+/// `--max-bytes`: a number of bytes, at least the comment's minimum.
+fn max_bytes(text: &str) -> Result<usize, String> {
+    let min = winfleet::plan::markdown::MIN_MAX_BYTES;
+    let bytes: usize = text.parse().map_err(|e| format!("not a number of bytes: {e}"))?;
+    if bytes < min {
+        return Err(format!(
+            "must be at least {min} bytes: the marker, the summary and the note that the comment is shortened always fit"
+        ));
+    }
+    Ok(bytes)
+}
+
 pub(crate) fn duration(text: &str) -> Result<Duration, String> {
     winfleet::duration::parse_flag(text)
 }

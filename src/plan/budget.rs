@@ -1,6 +1,6 @@
 //! Sharing a byte budget: water-filling (every part gets what it asks for
 //! when that is less than an equal share of what is left, the others share
-//! the rest) and cutting text at a character boundary. Pure.
+//! the rest). Pure.
 
 /// Shares `room` bytes among parts that ask for `demands`: a part asking
 /// less than an equal share of what is left gets all it asks; the rest
@@ -18,18 +18,6 @@ pub fn water_fill(demands: &[usize], room: usize) -> Vec<usize> {
     shares
 }
 
-/// `text` cut to at most `max` bytes, at a character boundary.
-pub fn cut(text: &str, max: usize) -> &str {
-    if text.len() <= max {
-        return text;
-    }
-    let mut end = max;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    &text[..end]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -40,12 +28,5 @@ mod tests {
         assert_eq!(water_fill(&[10, 20], 100), vec![10, 20]);
         assert_eq!(water_fill(&[], 100), Vec::<usize>::new());
         assert_eq!(water_fill(&[7, 7, 7], 10), vec![3, 3, 4], "never more than the room");
-    }
-
-    #[test]
-    fn text_is_cut_at_a_character_boundary() {
-        assert_eq!(cut("héllo", 2), "h");
-        assert_eq!(cut("héllo", 3), "hé");
-        assert_eq!(cut("abc", 10), "abc");
     }
 }

@@ -1,22 +1,10 @@
 //! What a leaving node's deconfigure does, step by step, as the plan's
 //! text and markdown say it (the order of `cluster::deconfigure`: cordon
 //! and drain, services, files, registry entries and proxy variables, a
-//! reboot when one is owed, the Node deleted), and the summary's count of
-//! deconfigures, which agrees with the mass-removal guard. Pure.
+//! reboot when one is owed, the Node deleted). Pure.
 
-use super::{NodeGroup, Plan};
+use super::NodeGroup;
 use crate::vocab::operation::Operation;
-
-/// The summary's deconfigure count: `2 to deconfigure`, or when the
-/// mass-removal guard will refuse, `0 of 6 deconfigured: refused by
-/// prune.maxRemovalPercent`.
-pub fn summary_part(plan: &Plan) -> String {
-    let leaving = plan.instances.deconfigure.len();
-    match plan.deconfigure_refused {
-        Some(_) => format!("0 of {leaving} deconfigured: refused by prune.maxRemovalPercent"),
-        None => format!("{leaving} to deconfigure"),
-    }
-}
 
 /// The files a deconfigure removes besides the registry directories.
 const RECORDED: &str = "exactly what winfleet's install record on the node lists (payload and generated files, \

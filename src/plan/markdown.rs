@@ -1,19 +1,19 @@
 //! The plan as a pull-request comment (GitHub/GitLab markdown), within a
 //! byte budget (`--max-bytes`) that it never exceeds.
 //!
-//! The budget is spent in order of review value: the summary and every
-//! warning first; then each section's core: one full representative diff
-//! per group of nodes with identical operations (named by count and a few
-//! members), the instances grouped by identical change, each MachineSet;
+//! The budget is spent in order of review value: the summary and the
+//! warnings (each whole, in order, as many as fit) first; then each
+//! section's core: one full representative diff per group of nodes with
+//! identical operations (named by count and a few members), the instances grouped by identical change, each MachineSet;
 //! then per-node detail (every member named). A section cut to fit says
 //! what it leaves out and how to see it (`winfleet plan … --output text`).
 //! The sections themselves are in [`super::markdown_sections`]. Pure.
 
 use std::fmt::Write;
 
-use super::budget::{cut, water_fill};
+use super::budget::water_fill;
 use super::markdown_sections::{FEW, Section, escape, see_all};
-use super::text::summary_line;
+use super::summary::Summary;
 use super::{Plan, short};
 
 /// The first line of every plan comment: a CI job finds its own comment by
@@ -23,29 +23,46 @@ pub const MARKER: &str = "<!-- winfleet-plan -->";
 /// GitHub's limit for a comment is 65,536 characters; this leaves room.
 pub const DEFAULT_MAX_BYTES: usize = 60_000;
 
+/// The smallest budget: the marker, the title, the summary line and the
+/// note that the comment is shortened always fit in it (together about 650
+/// bytes with six-digit counts; the rest is margin). `--max-bytes` refuses
+/// less (a usage error), and [`render_within`] treats less as this.
+pub const MIN_MAX_BYTES: usize = 1_000;
+
 /// Renders a plan as markdown ready to post as a PR comment, whole.
 pub fn render(plan: &Plan) -> String {
     render_within(plan, usize::MAX)
 }
 
-/// Renders a plan as markdown of at most `max_bytes` bytes: whole when it
-/// fits, else shortened in order of review value (see the module's doc),
-/// with a note on how to see everything.
+/// Renders a plan as markdown of at most `max_bytes` bytes (at least
+/// [`MIN_MAX_BYTES`]): whole when it fits, else shortened in order of
+/// review value (see the module's doc), with a note on how to see
+/// everything. It is cut only between blocks (a warning, a table row, an
+/// operation, a section), never inside one.
 pub fn render_within(plan: &Plan, max_bytes: usize) -> String {
+    let max_bytes = max_bytes.max(MIN_MAX_BYTES);
     let sections = sections(plan);
     let whole: Vec<String> = sections.iter().map(|s| s.render(usize::MAX, usize::MAX)).collect();
-    let head = head(plan, usize::MAX);
+    let (head, _) = head(plan, usize::MAX);
     if head.len() + whole.iter().map(String::len).sum::<usize>() <= max_bytes {
         return assemble(&head, "", &whole);
     }
-    let reserve = note(plan, max_bytes, sections.len(), sections.len()).len();
-    let head = self::head(plan, max_bytes.saturating_sub(reserve));
+    let n = sections.len();
+    let reserve = note(plan, max_bytes, n, n, plan.warnings.len()).len();
+    let (head, dropped) = self::head(plan, max_bytes.saturating_sub(reserve));
     let room = max_bytes.saturating_sub(head.len() + reserve);
-    let chosen = allocate(&sections, &whole, room);
-    let shortened = chosen.iter().zip(&whole).filter(|(c, w)| c != w && !c.is_empty()).count();
-    let left_out = chosen.iter().filter(|c| c.is_empty()).count();
-    let out = assemble(&head, &note(plan, max_bytes, shortened, left_out), &chosen);
-    cut(&out, max_bytes).to_owned()
+    let mut chosen = allocate(&sections, &whole, room);
+    loop {
+        let shortened = chosen.iter().zip(&whole).filter(|(c, w)| c != w && !c.is_empty()).count();
+        let left_out = chosen.iter().filter(|c| c.is_empty()).count();
+        let out = assemble(&head, &note(plan, max_bytes, shortened, left_out, dropped), &chosen);
+        // The allocation keeps within the room; should it ever not, whole
+        // sections go, the last first, rather than a cut inside one.
+        match chosen.iter().rposition(|c| !c.is_empty()) {
+            Some(last) if out.len() > max_bytes => chosen[last].clear(),
+            _ => return out,
+        }
+    }
 }
 
 /// Each section's text within `room` bytes in all: every core first (the
@@ -111,48 +128,47 @@ fn sections(plan: &Plan) -> Vec<Section<'_>> {
     if !(i.configure.is_empty() && i.update.is_empty() && i.deconfigure.is_empty()) {
         out.push(Section::Instances(plan));
     }
-    out.extend(plan.nodes.iter().map(|g| Section::Group(plan, g)));
+    let reboots = Summary::of(plan).group_reboots;
+    out.extend(plan.nodes.iter().zip(reboots).map(|(g, r)| Section::Group(plan, g, r > 0)));
     out.extend(plan.machine_sets.iter().map(|m| Section::MachineSet(plan, m)));
     out
 }
 
-/// The marker, the title, the summary and every warning, within `room`:
-/// when the warnings do not fit whole, each is cut to its share.
-fn head(plan: &Plan, room: usize) -> String {
+/// The marker, the title, the summary and the warnings within `room`, in
+/// order, each whole; also returns how many warnings did not fit (the note
+/// counts them).
+fn head(plan: &Plan, room: usize) -> (String, usize) {
     let mut out = format!("{MARKER}\n");
     let _ = writeln!(out, "### winfleet plan: `{}` → `{}`\n", short(plan.base.as_deref()), short(plan.head.as_deref()));
     if !plan.has_changes() {
         out.push_str("**No changes.**\n");
     } else {
-        let _ = writeln!(out, "**{}**", summary_line(plan));
+        let _ = writeln!(out, "**{}**", Summary::of(plan).line());
     }
     if plan.warnings.is_empty() {
-        return out;
+        return (out, 0);
     }
     out.push('\n');
-    let texts: Vec<String> = plan.warnings.iter().map(|w| escape(&w.to_string())).collect();
-    let frame = |text: &str| format!("> [!WARNING]\n> {text}\n\n");
-    let whole: usize = texts.iter().map(|t| frame(t).len()).sum();
-    if out.len() + whole <= room {
-        texts.iter().for_each(|t| out.push_str(&frame(t)));
-        return out;
+    let mut dropped = 0;
+    for warning in &plan.warnings {
+        let frame = format!("> [!WARNING]\n> {}\n\n", escape(&warning.to_string()));
+        if dropped == 0 && out.len() + frame.len() <= room {
+            out.push_str(&frame);
+        } else {
+            dropped += 1;
+        }
     }
-    let tail = format!(" … (cut to fit: {} has it whole)", see_all(plan));
-    let fixed = out.len() + texts.iter().map(|_| frame("").len() + tail.len()).sum::<usize>();
-    let shares = water_fill(&texts.iter().map(String::len).collect::<Vec<_>>(), room.saturating_sub(fixed));
-    for (text, share) in texts.iter().zip(shares) {
-        let shown = cut(text, share);
-        let tail = if shown.len() < text.len() { tail.as_str() } else { "" };
-        out.push_str(&frame(&format!("{shown}{tail}")));
-    }
-    out
+    (out, dropped)
 }
 
 /// The note a shortened comment carries under its warnings.
-fn note(plan: &Plan, max_bytes: usize, shortened: usize, left_out: usize) -> String {
+fn note(plan: &Plan, max_bytes: usize, shortened: usize, left_out: usize, warnings: usize) -> String {
     let mut what = format!("{shortened} section(s) show less than everything, each saying what it leaves out");
     if left_out > 0 {
         let _ = write!(what, "; {left_out} section(s) are left out");
+    }
+    if warnings > 0 {
+        let _ = write!(what, "; the last {warnings} warning(s) are left out");
     }
     format!(
         "> [!NOTE]\n> This comment is shortened to fit {max_bytes} bytes: {what}. See everything with {} \

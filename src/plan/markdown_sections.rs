@@ -23,8 +23,9 @@ pub(super) enum Section<'a> {
     Before(&'a Plan),
     /// Instances to configure, update or deconfigure.
     Instances(&'a Plan),
-    /// Nodes with identical operations.
-    Group(&'a Plan, &'a NodeGroup),
+    /// Nodes with identical operations, and whether they take a safe
+    /// reboot ([`super::summary::Summary::group_reboots`]).
+    Group(&'a Plan, &'a NodeGroup, bool),
     /// One MachineSet.
     MachineSet(&'a Plan, &'a MachineSetChange),
 }
@@ -34,7 +35,7 @@ impl Section<'_> {
     pub(super) fn max_members(&self) -> usize {
         match self {
             Section::Instances(plan) => rows(plan).iter().map(|r| r.members.len()).max().unwrap_or(0),
-            Section::Group(_, group) => group.nodes.len(),
+            Section::Group(_, group, _) => group.nodes.len(),
             Section::Before(_) | Section::MachineSet(..) => 0,
         }
     }
@@ -45,7 +46,7 @@ impl Section<'_> {
         let (title, lines, unnamed) = match self {
             Section::Before(plan) => before(plan),
             Section::Instances(plan) => instances(plan, members),
-            Section::Group(plan, group) => return node_group(plan, group, members, budget).0,
+            Section::Group(plan, group, reboots) => return node_group(plan, group, *reboots, members, budget).0,
             Section::MachineSet(_, m) => machine_set(m),
         };
         let room = budget.saturating_sub(details(&title, "").len());
@@ -79,7 +80,7 @@ impl Section<'_> {
     /// already true before.
     pub(super) fn minimum(&self) -> usize {
         match self {
-            Section::Group(plan, group) => node_group(plan, group, FEW, usize::MAX).1,
+            Section::Group(plan, group, reboots) => node_group(plan, group, *reboots, FEW, usize::MAX).1,
             Section::Before(_) => 0,
             Section::Instances(_) | Section::MachineSet(..) => self.render(FEW, usize::MAX).len(),
         }
@@ -89,7 +90,7 @@ impl Section<'_> {
         match self {
             Section::Before(plan)
             | Section::Instances(plan)
-            | Section::Group(plan, _)
+            | Section::Group(plan, ..)
             | Section::MachineSet(plan, _) => plan,
         }
     }
@@ -200,7 +201,7 @@ fn machine_set(m: &MachineSetChange) -> Parts {
     (format!("MachineSet `{}`: {verb}{replicas}", m.name), lines, None)
 }
 
-fn group_title(plan: &Plan, group: &NodeGroup) -> String {
+fn group_title(plan: &Plan, group: &NodeGroup, reboots: bool) -> String {
     let names: Vec<&str> = group.nodes.iter().map(String::as_str).collect();
     let ops = group.operations.len();
     if group.deconfigure {
@@ -213,7 +214,7 @@ fn group_title(plan: &Plan, group: &NodeGroup) -> String {
         )
     } else {
         // A joining node is configured before it is a Node: no safe reboot.
-        let reboot = if plan.group_reboots(group) > 0 { ", safe reboot required" } else { "" };
+        let reboot = if reboots { ", safe reboot required" } else { "" };
         format!("{} node(s): {} — {ops} operation(s){reboot}", names.len(), members(&names, FEW))
     }
 }
@@ -230,8 +231,8 @@ enum Form {
 /// full (the representative diff), the names of the others, then as many
 /// more in full as fit, in order. Also returns the budget its title and
 /// first operation whole need ([`Section::minimum`]).
-fn node_group(plan: &Plan, group: &NodeGroup, shown: usize, budget: usize) -> (String, usize) {
-    let title = group_title(plan, group);
+fn node_group(plan: &Plan, group: &NodeGroup, reboots: bool, shown: usize, budget: usize) -> (String, usize) {
+    let title = group_title(plan, group, reboots);
     let mut room = budget.saturating_sub(details(&title, "").len());
     let mut body = String::new();
     if group.deconfigure {

@@ -1,7 +1,7 @@
 //! The comment never exceeds its budget, whatever the budget, and keeps
 //! its summary and its groups' representative diffs as long as they fit.
 
-use super::{MARKER, render, render_within};
+use super::{MARKER, MIN_MAX_BYTES, render, render_within};
 use crate::plan::{InstanceChanges, InstanceSummary, NodeGroup, Plan, Warning};
 use crate::vocab::operation::Operation;
 
@@ -56,7 +56,7 @@ fn plan() -> Plan {
 fn no_budget_is_ever_exceeded() {
     let plan = plan();
     let whole = render(&plan);
-    for budget in (0..whole.len() + 100).step_by(53) {
+    for budget in (MIN_MAX_BYTES..whole.len() + 100).step_by(53) {
         let comment = render_within(&plan, budget);
         assert!(comment.len() <= budget, "{} bytes over a budget of {budget}", comment.len());
     }
@@ -81,4 +81,32 @@ fn a_short_budget_keeps_the_summary_the_warnings_and_every_representative_diff()
     );
     assert!(comment.contains("40 node(s): `10.0.0.0`, `10.0.0.1`, `10.0.0.2`"), "{comment}");
     assert!(comment.contains("See all: `winfleet plan --base aaaaaaaaaaaa --head bbbbbbbbbbbb --output text`"));
+}
+
+/// Whether `comment` is whole markdown: every `<details>` closed, every
+/// code fence closed, ending with a line break.
+fn well_formed(comment: &str) -> bool {
+    comment.matches("<details").count() == comment.matches("</details>").count()
+        && comment.matches("```").count().is_multiple_of(2)
+        && comment.ends_with('\n')
+}
+
+#[test]
+fn from_the_minimum_up_the_comment_keeps_marker_summary_and_note_and_cuts_only_between_blocks() {
+    let mut plan = plan();
+    let long =
+        |n: usize| Warning::plan(format!("warning {n}: {}", "a sentence a reviewer should read whole. ".repeat(8)));
+    plan.warnings.extend((0..12).map(long));
+    let whole = render(&plan);
+    for budget in (MIN_MAX_BYTES..whole.len()).step_by(41) {
+        let comment = render_within(&plan, budget);
+        assert!(comment.len() <= budget, "{} bytes over a budget of {budget}", comment.len());
+        assert!(comment.starts_with(&format!("{MARKER}\n")), "{budget}: the marker first");
+        assert!(comment.contains("**Plan: 40 to configure, "), "{budget}: the summary:\n{comment}");
+        assert!(comment.contains("> This comment is shortened to fit"), "{budget}: the note:\n{comment}");
+        assert!(well_formed(&comment), "{budget}: cut inside a block:\n{comment}");
+        for shown in comment.split("> [!WARNING]\n> ").skip(1).filter(|w| w.starts_with("warning ")) {
+            assert!(shown.split_once('\n').is_some_and(|(w, _)| w.ends_with("whole. ")), "{budget}: a warning cut");
+        }
+    }
 }

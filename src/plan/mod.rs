@@ -17,6 +17,7 @@ pub mod markdown;
 mod markdown_sections;
 pub mod offline;
 pub mod sources;
+pub mod summary;
 pub mod text;
 
 use serde::Serialize;

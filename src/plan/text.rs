@@ -2,18 +2,20 @@
 
 use std::fmt::Write;
 
+use super::summary::Summary;
 use super::{MachineSetAction, Plan, short, show_value};
 use crate::vocab::operation::Operation;
 
 /// Renders a plan as plain text.
 pub fn render(plan: &Plan) -> String {
+    let summary = Summary::of(plan);
     let mut out = String::new();
     let _ = writeln!(out, "winfleet plan: {} -> {}", short(plan.base.as_deref()), short(plan.head.as_deref()));
     if !plan.has_changes() {
         out.push_str("\nNo changes.\n");
     }
     instances(plan, &mut out);
-    nodes(plan, &mut out);
+    nodes(plan, &summary, &mut out);
     machine_sets(plan, &mut out);
     if !plan.warnings.is_empty() {
         out.push_str("\nWarnings:\n");
@@ -28,26 +30,9 @@ pub fn render(plan: &Plan) -> String {
         }
     }
     if plan.has_changes() {
-        let _ = writeln!(out, "\n{}", summary_line(plan));
+        let _ = writeln!(out, "\n{}", summary.line());
     }
     out
-}
-
-/// `Plan: 2 to configure, …` — shared by every format.
-pub fn summary_line(plan: &Plan) -> String {
-    let i = &plan.instances;
-    let count = |a: MachineSetAction| plan.machine_sets.iter().filter(|m| m.action == a).count();
-    format!(
-        "Plan: {} to configure, {} to update, {}; {} node(s) changed, {} safe reboot(s); MachineSets: {} to create, {} to update, {} to delete.",
-        i.configure.len(),
-        plan.updated(),
-        super::leaving::summary_part(plan),
-        plan.changed_nodes(),
-        plan.reboots(),
-        count(MachineSetAction::Create),
-        count(MachineSetAction::Update),
-        count(MachineSetAction::Delete),
-    )
 }
 
 fn instances(plan: &Plan, out: &mut String) {
@@ -72,8 +57,8 @@ fn instances(plan: &Plan, out: &mut String) {
     }
 }
 
-fn nodes(plan: &Plan, out: &mut String) {
-    for group in &plan.nodes {
+fn nodes(plan: &Plan, summary: &Summary, out: &mut String) {
+    for (index, group) in plan.nodes.iter().enumerate() {
         let leaving = if group.deconfigure { " leaving" } else { "" };
         let _ = writeln!(out, "\nNodes{leaving} ({}): {}", group.nodes.len(), group.nodes.join(", "));
         if group.deconfigure {
@@ -90,7 +75,8 @@ fn nodes(plan: &Plan, out: &mut String) {
                 }
             }
         }
-        if group.reboot_required && !group.deconfigure {
+        // A joining node is configured before it is a Node: no safe reboot.
+        if summary.group_reboots(index) {
             out.push_str("  (safe reboot required)\n");
         }
     }
