@@ -74,11 +74,8 @@ fn check(path: &str, text: Option<&str>, index: usize, doc: Arc<Value>) -> Check
     // The third stage: the typed parse. The schema already accepted the
     // document; what remains are the limits JSON Schema cannot state, such
     // as `22.0` where an integer is expected.
-    fn typed<T: DeserializeOwned>(path: &str, index: usize, doc: Arc<Value>) -> Result<Doc<T>, Checked> {
-        match typed_parse::<T>(&doc) {
-            Ok(value) => Ok(Doc { path: path.to_owned(), index, value, raw: doc }),
-            Err((pointer, message)) => Err(Checked::Refused(vec![Diagnostic::error(path, index, pointer, message)])),
-        }
+    fn typed<T: DeserializeOwned>(path: &str, index: usize, doc: Arc<Value>) -> Result<Doc<T>, (String, String)> {
+        typed_parse::<T>(&doc).map(|value| Doc { path: path.to_owned(), index, value, raw: doc })
     }
     let checked = match kind {
         Kind::InstancesConfigMap => typed(path, index, doc).map(|mut d: Doc<kinds::configmap::InstancesConfigMap>| {
@@ -96,7 +93,8 @@ fn check(path: &str, text: Option<&str>, index: usize, doc: Arc<Value>) -> Check
         Kind::Proxy => typed(path, index, doc).map(Checked::Proxy),
         Kind::Fleet => typed(path, index, doc).map(Checked::Fleet),
     };
-    checked.unwrap_or_else(|refused| refused)
+    checked
+        .unwrap_or_else(|(pointer, message)| Checked::Refused(vec![Diagnostic::error(path, index, pointer, message)]))
 }
 
 /// The keys of a ConfigMap's `data` in the order its file lists them

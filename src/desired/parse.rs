@@ -23,9 +23,12 @@ pub type Parsed<'s> = Vec<(&'s str, FileDocuments, Arc<Shared>)>;
 /// holds it any more.
 pub type FileDocuments = Result<Vec<Arc<Value>>, Diagnostic>;
 
+/// A distinct file: its path and contents.
+type Key<'s> = (&'s str, &'s [u8]);
+
 /// Parse results by (path, content).
 pub struct Distinct<'s> {
-    results: HashMap<(&'s str, &'s [u8]), (FileDocuments, Arc<Shared>)>,
+    results: HashMap<Key<'s>, (FileDocuments, Arc<Shared>)>,
 }
 
 impl<'s> Distinct<'s> {
@@ -60,7 +63,7 @@ fn config_files(snapshot: &Snapshot) -> impl Iterator<Item = &SourceFile> {
 /// documents too when `ahead` (else each revision checks its own files).
 pub fn parse_distinct<'s>(snapshots: &[&'s Snapshot], ahead: bool) -> Distinct<'s> {
     let mut files: Vec<&'s SourceFile> = Vec::new();
-    let mut users: HashMap<(&'s str, &'s [u8]), usize> = HashMap::new();
+    let mut users: HashMap<Key<'s>, usize> = HashMap::new();
     for snapshot in snapshots {
         for file in config_files(snapshot) {
             let count = users.entry((file.path.as_str(), file.bytes.as_slice())).or_default();
