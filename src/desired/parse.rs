@@ -1,17 +1,20 @@
 //! The first stage over many revisions: every distinct config file (same
-//! path, same bytes) is parsed once, on as many threads as there are cores.
+//! path, same bytes) is parsed once, and its documents checked once
+//! (stages two and three, [`checked`]), on as many threads as there are cores.
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::{is_config_path, yaml};
+use super::checked::{self, Shared};
+use super::{DEFAULT_STATUS_PATH, is_config_path, is_under, yaml};
 use crate::diagnostic::Diagnostic;
 use crate::source::{Snapshot, SourceFile};
 
-/// One revision's config files: path and documents (or the syntax error).
-pub type Parsed<'s> = Vec<(&'s str, FileDocuments)>;
+/// One revision's config files: path, documents (or the syntax error), and
+/// the documents checked ahead.
+pub type Parsed<'s> = Vec<(&'s str, FileDocuments, Arc<Shared>)>;
 
 /// A file's documents, or its syntax error. Documents are shared, never
 /// copied, between the revisions that hold the same file: each revision's
@@ -20,9 +23,12 @@ pub type Parsed<'s> = Vec<(&'s str, FileDocuments)>;
 /// holds it any more.
 pub type FileDocuments = Result<Vec<Arc<Value>>, Diagnostic>;
 
+/// A distinct file: its path and contents.
+type Key<'s> = (&'s str, &'s [u8]);
+
 /// Parse results by (path, content).
 pub struct Distinct<'s> {
-    results: HashMap<(&'s str, &'s [u8]), FileDocuments>,
+    results: HashMap<Key<'s>, (FileDocuments, Arc<Shared>)>,
 }
 
 impl<'s> Distinct<'s> {
@@ -37,10 +43,11 @@ impl<'s> Distinct<'s> {
                     .map(|f| {
                         let result = self.results.get(&(f.path.as_str(), f.bytes.as_slice())).cloned();
                         // A parser thread that died must not make a file silently vanish.
-                        let result = result.unwrap_or_else(|| {
-                            Err(Diagnostic::at(&f.path, 1, 1, "internal error: this file could not be parsed"))
+                        let (result, shared) = result.unwrap_or_else(|| {
+                            let error = Diagnostic::at(&f.path, 1, 1, "internal error: this file could not be parsed");
+                            (Err(error), Arc::default())
                         });
-                        (f.path.as_str(), result)
+                        (f.path.as_str(), result, shared)
                     })
                     .collect()
             })
@@ -52,15 +59,18 @@ fn config_files(snapshot: &Snapshot) -> impl Iterator<Item = &SourceFile> {
     snapshot.files.iter().filter(|f| is_config_path(&f.path))
 }
 
-/// Parses every distinct config file of the snapshots.
-pub fn parse_distinct<'s>(snapshots: &[&'s Snapshot]) -> Distinct<'s> {
+/// Parses every distinct config file of the snapshots, and checks its
+/// documents too when `ahead` (else each revision checks its own files).
+pub fn parse_distinct<'s>(snapshots: &[&'s Snapshot], ahead: bool) -> Distinct<'s> {
     let mut files: Vec<&'s SourceFile> = Vec::new();
-    let mut seen = std::collections::HashSet::new();
+    let mut users: HashMap<Key<'s>, usize> = HashMap::new();
     for snapshot in snapshots {
         for file in config_files(snapshot) {
-            if seen.insert((file.path.as_str(), file.bytes.as_slice())) {
+            let count = users.entry((file.path.as_str(), file.bytes.as_slice())).or_default();
+            if *count == 0 {
                 files.push(file);
             }
+            *count += 1;
         }
     }
     // Largest first, dealt round-robin: a cheap balance of the threads.
@@ -70,8 +80,17 @@ pub fn parse_distinct<'s>(snapshots: &[&'s Snapshot]) -> Distinct<'s> {
         let handles: Vec<_> = (0..workers)
             .map(|w| {
                 let mine: Vec<&SourceFile> = files.iter().skip(w).step_by(workers).copied().collect();
+                let users = &users;
                 scope.spawn(move || {
-                    mine.into_iter().map(|f| ((f.path.as_str(), f.bytes.as_slice()), parse_file(f))).collect::<Vec<_>>()
+                    mine.into_iter()
+                        .map(|f| {
+                            let key = (f.path.as_str(), f.bytes.as_slice());
+                            let parsed = parse_file(f);
+                            let shared =
+                                Shared::new(users.get(&key).copied().unwrap_or(1), check(f, &parsed).filter(|_| ahead));
+                            (key, (parsed, Arc::new(shared)))
+                        })
+                        .collect::<Vec<_>>()
                 })
             })
             .collect();
@@ -85,6 +104,14 @@ pub fn parse_distinct<'s>(snapshots: &[&'s Snapshot]) -> Distinct<'s> {
 /// memory (a 50 MB scalar once made `validate` peak at 378 MiB), and no
 /// configuration needs that much: split such a file.
 pub const MAX_FILE_BYTES: usize = 16 << 20;
+
+/// The file's documents checked ahead; not for a file in the default
+/// status directory, winfleet's own output (a revision whose Fleet names
+/// another status directory checks such a file itself).
+fn check(file: &SourceFile, parsed: &FileDocuments) -> Option<Vec<checked::Checked>> {
+    let docs = parsed.as_ref().ok().filter(|_| !is_under(&file.path, DEFAULT_STATUS_PATH))?;
+    Some(checked::check_file(&file.path, std::str::from_utf8(&file.bytes).ok(), docs))
+}
 
 fn parse_file(file: &SourceFile) -> FileDocuments {
     if file.bytes.len() > MAX_FILE_BYTES {
