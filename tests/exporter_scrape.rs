@@ -29,7 +29,6 @@ use support::controlplane::{Backend, TestApi};
 use support::identity::{install_identity, service_account_token};
 use support::join::{Bench, bench, logs};
 use support::join_payload::{executable, services_manifest_with};
-use winfleet::cluster::deconfigure::DeconfigureResult;
 use winfleet::cluster::monitoring::plan::{NAME, PORT, SERVING_CERT};
 use winfleet::vocab::Shell;
 
@@ -215,32 +214,13 @@ async fn scraped_rotated_and_removed(backend: Backend) {
 
     // The first node leaves: deconfigured, it serves nothing and keeps no
     // TLS file; the other still scrapes.
-    remove_first(&mut bench).await;
+    bench.remove_first().await;
     let gone = scrape(&dir, &second.ca, &bench.fleet.nodes[0].address);
     assert!(gone.is_err(), "a deconfigured node still serves: {gone:?}");
     for name in ["certs/tls.crt", "certs/tls.key", "windows-exporter-webconfig.yaml"] {
         assert!(!tls_file(&bench, 0, name).exists(), "{name} removed at deconfigure");
     }
     up(&dir, &second.ca, &bench.fleet.nodes[1].address);
-}
-
-/// The first node leaves the repository; the round deconfigures it.
-async fn remove_first(bench: &mut Bench) {
-    let path = bench.repo.path().join("instances.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let first = format!("  - address: {}\n", bench.fleet.nodes[0].address);
-    let start = text.find(&first).unwrap();
-    let end = text[start + first.len()..].find("  - address: ").map_or(text.len(), |e| start + first.len() + e);
-    std::fs::write(&path, format!("{}{}", &text[..start], &text[end..])).unwrap();
-    bench.reload();
-    let report = bench.round().await;
-    let deconfigures = &report.cluster.as_ref().unwrap().deconfigures;
-    assert!(
-        matches!(deconfigures[..], [ref d] if matches!(d.result, DeconfigureResult::Deconfigured { .. })),
-        "{}\n{}",
-        report.render_text(),
-        logs(&bench.fleet)
-    );
 }
 
 #[ignore = "needs prometheus-node-exporter: scripts/test.sh runs it"]

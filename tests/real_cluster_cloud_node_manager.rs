@@ -29,7 +29,6 @@ use support::controlplane::{Backend, ControlPlane, TestApi, resource};
 use support::identity::{install_identity, service_account_token};
 use support::join::{Bench, bench, logs};
 use support::join_payload::{executable, services_manifest_with_cloud_node_manager};
-use winfleet::cluster::deconfigure::DeconfigureResult;
 use winfleet::cluster::node_manager::{self, LIFETIME_SECONDS, PLACEHOLDER, RECORD_SECRET, SERVICE_ACCOUNT};
 use winfleet::lifecycle::node_manager::KUBECONFIG;
 use winfleet::vocab::Shell;
@@ -68,25 +67,6 @@ fn kubeconfig_on_node(bench: &Bench) -> String {
     let text = std::fs::read_to_string(kubeconfig_path(bench, 0)).unwrap();
     assert_eq!(std::fs::read_to_string(kubeconfig_path(bench, 1)).unwrap(), text, "one token for every node");
     text
-}
-
-/// The first node leaves the repository; the round deconfigures it.
-async fn remove_first(bench: &mut Bench) {
-    let path = bench.repo.path().join("instances.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let first = format!("  - address: {}\n", bench.fleet.nodes[0].address);
-    let start = text.find(&first).unwrap();
-    let end = text[start + first.len()..].find("  - address: ").map_or(text.len(), |e| start + first.len() + e);
-    std::fs::write(&path, format!("{}{}", &text[..start], &text[end..])).unwrap();
-    bench.reload();
-    let report = bench.round().await;
-    let deconfigures = &report.cluster.as_ref().unwrap().deconfigures;
-    assert!(
-        matches!(deconfigures[..], [ref d] if matches!(d.result, DeconfigureResult::Deconfigured { .. })),
-        "{}\n{}",
-        report.render_text(),
-        logs(&bench.fleet)
-    );
 }
 
 fn token_of(kubeconfig: &str) -> String {
@@ -275,7 +255,7 @@ async fn kept_rotated_and_removed(backend: Backend) {
 
     // Deconfigure removes it with the other generated files; the node that
     // stays keeps its own.
-    remove_first(&mut bench).await;
+    bench.remove_first().await;
     assert!(!kubeconfig_path(&bench, 0).exists(), "wicd-kubeconfig removed at deconfigure");
     assert_eq!(std::fs::read_to_string(kubeconfig_path(&bench, 1)).unwrap(), second);
 }

@@ -32,7 +32,6 @@ use support::controlplane::{Backend, ControlPlane, resource};
 use support::fleet::TestNode;
 use support::identity::{install_identity, service_account_token};
 use support::join::{Bench, bench, logs};
-use winfleet::cluster::deconfigure::DeconfigureResult;
 use winfleet::dialect::{posix_lifecycle_apply, powershell_lifecycle};
 use winfleet::lifecycle::change::LifecycleChange;
 use winfleet::lifecycle::manifest::ServicesManifest;
@@ -181,7 +180,7 @@ async fn a_trusted_ca_is_added_changed_and_removed(bench: Bench) {
 /// import record and imported certificates are gone (and the store's
 /// directory with them); the other node keeps its own.
 async fn deconfigure_first(mut bench: Bench) {
-    remove_first(&mut bench).await;
+    bench.remove_first().await;
     let spec = bench.desired.specs[&Shell::Posix].lifecycle.clone().unwrap();
     let record = trusted_ca::record_path(&spec);
     let store = record.rsplit_once('/').unwrap().0.to_owned();
@@ -192,25 +191,6 @@ async fn deconfigure_first(mut bench: Bench) {
         std::fs::read_dir(on_node(kept, &store)).unwrap().count(),
         4,
         "the other node keeps its two, the record and the list of what was added"
-    );
-}
-
-/// The first node leaves the repository; the round deconfigures it.
-async fn remove_first(bench: &mut Bench) {
-    let path = bench.repo.path().join("instances.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    let first = format!("  - address: {}\n", bench.fleet.nodes[0].address);
-    let start = text.find(&first).unwrap();
-    let end = text[start + first.len()..].find("  - address: ").map_or(text.len(), |e| start + first.len() + e);
-    std::fs::write(&path, format!("{}{}", &text[..start], &text[end..])).unwrap();
-    bench.reload();
-    let report = bench.round().await;
-    let deconfigures = &report.cluster.as_ref().unwrap().deconfigures;
-    assert!(
-        matches!(deconfigures[..], [ref d] if matches!(d.result, DeconfigureResult::Deconfigured { .. })),
-        "{}\n{}",
-        report.render_text(),
-        logs(&bench.fleet)
     );
 }
 
@@ -315,7 +295,7 @@ async fn certificates_winfleet_did_not_add_are_never_removed(mut bench: Bench) {
     // Named again, then the first node is deconfigured: what winfleet
     // added goes, the rest stays, the record and its list with it.
     round_with(&bench, &store, &format!("{}{fresh}", wmco.os_root), &with_fresh).await;
-    remove_first(&mut bench).await;
+    bench.remove_first().await;
     let spec = bench.desired.specs[&Shell::Posix].lifecycle.clone().unwrap();
     let record = trusted_ca::record_path(&spec);
     let gone = &bench.fleet.nodes[0];

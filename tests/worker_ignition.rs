@@ -27,7 +27,6 @@ use support::identity::{install_identity, service_account_token};
 use support::join::{Bench, bench, logs};
 use support::join_payload::services_manifest_with_kubelet_args;
 use support::platform_cluster::{MCO_ECR, rotate_rendered_worker, seed_platform, wmco_ecr_posix};
-use winfleet::cluster::deconfigure::DeconfigureResult;
 use winfleet::lifecycle::platform_files::CREDENTIAL_PROVIDER_CONFIG;
 use winfleet::vocab::Shell;
 use winfleet::vocab::platform::Platform;
@@ -98,22 +97,7 @@ async fn an_aws_node_gets_wmcos_credential_provider_config(mut bench: Bench) {
     assert_quiet(&bench.round().await);
 
     // The first node leaves the repository: its deconfigure removes the file.
-    let path = bench.repo.path().join("instances.yaml");
-    let list = std::fs::read_to_string(&path).unwrap();
-    let first_node = format!("  - address: {}\n", bench.fleet.nodes[0].address);
-    let start = list.find(&first_node).unwrap();
-    let end =
-        list[start + first_node.len()..].find("  - address: ").map_or(list.len(), |e| start + first_node.len() + e);
-    std::fs::write(&path, format!("{}{}", &list[..start], &list[end..])).unwrap();
-    bench.reload();
-    let report = bench.round().await;
-    let deconfigures = &report.cluster.as_ref().unwrap().deconfigures;
-    assert!(
-        matches!(deconfigures[..], [ref d] if matches!(d.result, DeconfigureResult::Deconfigured { .. })),
-        "{}\n{}",
-        report.render_text(),
-        logs(&bench.fleet)
-    );
+    bench.remove_first().await;
     assert_eq!(on_nodes(&bench), [None, Some(expected)], "removed from the node that left, kept on the other");
 }
 

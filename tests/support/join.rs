@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 use winfleet::cluster::connect::{Cluster, ClusterConfig, connect};
+use winfleet::cluster::deconfigure::DeconfigureResult;
 use winfleet::cluster::join::JoinOptions;
 use winfleet::desired::model::{Desired, Instance};
 use winfleet::engine::host::SshHost;
@@ -106,6 +107,26 @@ impl Bench {
     /// who asked (a near miss, when `node` is not a listed host's name).
     pub async fn submit_client_csr(&self, name: &str, node: &str) {
         submit_client_csr(&self.api, name, node).await;
+    }
+
+    /// The first node leaves the repository (its line of instances.yaml
+    /// goes); the round deconfigures it, and nothing else.
+    pub async fn remove_first(&mut self) {
+        let path = self.repo.path().join("instances.yaml");
+        let text = fs::read_to_string(&path).unwrap();
+        let first = format!("  - address: {}\n", self.fleet.nodes[0].address);
+        let start = text.find(&first).unwrap();
+        let end = text[start + first.len()..].find("  - address: ").map_or(text.len(), |e| start + first.len() + e);
+        fs::write(&path, format!("{}{}", &text[..start], &text[end..])).unwrap();
+        self.reload();
+        let report = self.round().await;
+        let deconfigures = &report.cluster.as_ref().unwrap().deconfigures;
+        assert!(
+            matches!(deconfigures[..], [ref d] if matches!(d.result, DeconfigureResult::Deconfigured { .. })),
+            "{}\n{}",
+            report.render_text(),
+            logs(&self.fleet)
+        );
     }
 
     /// The Node `name`, which must exist.
