@@ -65,7 +65,16 @@ impl StandIn {
         std::fs::write(&script, STAND_IN).unwrap();
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
         let log = dir.join("stand-in.log");
-        let child = Command::new(&script).arg(sync.root()).arg(sync.upstream()).arg(&log).spawn().unwrap();
+        // A shell cannot trap a signal it started with ignored (a test run
+        // under nohup ignores SIGHUP): the stand-in starts with its default.
+        let child = Command::new("env")
+            .arg("--default-signal=HUP")
+            .arg(&script)
+            .arg(sync.root())
+            .arg(sync.upstream())
+            .arg(&log)
+            .spawn()
+            .unwrap();
         let stand_in = Self { child, name, log };
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         while !stand_in.log().contains("ready") {
