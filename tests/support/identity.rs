@@ -14,12 +14,15 @@ use super::controlplane::ControlPlane;
 
 /// deploy/base files applied for real: the namespace, the ServiceAccount,
 /// the RBAC and the admission policies that hold winfleet's writes.
-/// `without` removes the ClusterRole rule for that resource first.
+/// `without` removes the rule for that resource from ClusterRole `winfleet` first.
 pub async fn install_identity(plane: &ControlPlane, without: Option<&str>) {
     for file in ["namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "admission.yaml"] {
         let text = std::fs::read_to_string(super::root().join("deploy/base").join(file)).unwrap();
         for mut obj in serde_saphyr::from_multiple::<Value>(&text).unwrap().into_iter().filter(|d| !d.is_null()) {
-            if let (Some(without), "ClusterRole") = (without, obj["kind"].as_str().unwrap_or("")) {
+            // winfleet's own ClusterRole (deploy/ also binds cloud-node-manager's).
+            if let (Some(without), "ClusterRole", "winfleet") =
+                (without, obj["kind"].as_str().unwrap_or(""), obj["metadata"]["name"].as_str().unwrap_or(""))
+            {
                 let rules = obj["rules"].as_array_mut().unwrap();
                 let before = rules.len();
                 rules.retain(|r| r["resources"] != serde_json::json!([without]));
