@@ -64,21 +64,8 @@ fn text<'v>(value: &'v Value, pointer: &str, what: &str) -> Result<&'v str, Stri
 /// false in a dry run).
 pub async fn read(client: &Client, mint: bool) -> Result<ClusterMaterial, String> {
     let (namespace, name) = BOOTSTRAP_SECRET;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
-    let secret = match secrets.get_opt(name).await {
-        Ok(Some(secret)) => secret,
-        Ok(None) => return Err(format!("Secret {namespace}/{name} not found")),
-        Err(e) => return Err(format!("cannot read Secret {namespace}/{name}: {}", api_error(&e))),
-    };
-    let data = secret.data.unwrap_or_default();
-    let field = |key: &str| {
-        data.get(key)
-            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| format!("Secret {namespace}/{name} has no {key}"))
-    };
-    let bootstrap_token = field("token")?;
-    let bootstrap_ca = field("ca.crt")?;
+    let [bootstrap_token, bootstrap_ca] =
+        secret_fields(client, namespace, name, ["token", "ca.crt"], String::new()).await?;
     let infrastructure = get(
         client,
         &resource("config.openshift.io", "v1", "Infrastructure", "infrastructures"),
@@ -131,24 +118,34 @@ pub async fn read(client: &Client, mint: bool) -> Result<ClusterMaterial, String
 async fn exporter_tls(client: &Client) -> Result<ExporterTls, String> {
     let namespace = super::monitoring::namespace();
     let name = super::monitoring::plan::SERVING_CERT.1;
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), &namespace);
+    let why = format!(
+        " (the service CA issues it for Service {namespace}/{}): windows_exporter gets no certificate yet",
+        super::monitoring::plan::NAME
+    );
+    let [cert, key] = secret_fields(client, &namespace, name, [CERT, KEY], why).await?;
+    Ok(ExporterTls { cert, key })
+}
+
+/// The non-empty `keys` of Secret `namespace`/`name`, as text; the error
+/// names the Secret and the key (`not_found` follows "not found").
+async fn secret_fields<const N: usize>(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+    keys: [&str; N],
+    not_found: String,
+) -> Result<[String; N], String> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
     let secret = match secrets.get_opt(name).await {
         Ok(Some(secret)) => secret,
-        Ok(None) => {
-            return Err(format!(
-                "Secret {namespace}/{name} not found (the service CA issues it for Service {namespace}/{}): \
-                 windows_exporter gets no certificate yet",
-                super::monitoring::plan::NAME
-            ));
-        }
+        Ok(None) => return Err(format!("Secret {namespace}/{name} not found{not_found}")),
         Err(e) => return Err(format!("cannot read Secret {namespace}/{name}: {}", api_error(&e))),
     };
     let data = secret.data.unwrap_or_default();
-    let field = |key: &str| {
-        data.get(key)
-            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
-            .filter(|v| !v.is_empty())
-            .ok_or_else(|| format!("Secret {namespace}/{name} has no {key}"))
-    };
-    Ok(ExporterTls { cert: field(CERT)?, key: field(KEY)? })
+    let mut out: [String; N] = std::array::from_fn(|_| String::new());
+    for (slot, key) in out.iter_mut().zip(keys) {
+        let value = data.get(key).map(|b| String::from_utf8_lossy(&b.0).into_owned()).filter(|v| !v.is_empty());
+        *slot = value.ok_or_else(|| format!("Secret {namespace}/{name} has no {key}"))?;
+    }
+    Ok(out)
 }

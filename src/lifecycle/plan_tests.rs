@@ -108,6 +108,16 @@ fn after(spec: &LifecycleSpec, facts: &LifecycleFacts, changes: &[LifecycleChang
     facts
 }
 
+/// The facts of a host after three rounds of `spec` in `ctx` from fresh: everything applied.
+fn converged(spec: &LifecycleSpec, ctx: Context<'_>) -> LifecycleFacts {
+    let mut facts = fresh();
+    for _ in 0..3 {
+        let plan = plan_lifecycle(spec, &facts, ctx);
+        facts = after(spec, &facts, &plan.changes);
+    }
+    facts
+}
+
 fn names(changes: &[LifecycleChange<'_>]) -> Vec<String> {
     changes
         .iter()
@@ -196,13 +206,7 @@ fn a_corrupted_binary_is_replaced_with_its_service_and_dependents_restarted() {
     let spec = spec();
     let node = serde_json::json!({"metadata": {"name": "win-1"}});
     let maintain = Context { mode: Mode::Maintain, node: Some(&node), disrupt: true };
-    let mut facts = fresh();
-    for _ in 0..3 {
-        let plan = plan_lifecycle(&spec, &facts, maintain);
-        let next = after(&spec, &facts, &plan.changes);
-        drop(plan);
-        facts = next;
-    }
+    let mut facts = converged(&spec, maintain);
     facts.files.insert(
         "payload/kube-node/kubelet".into(),
         FileFact::Present { key: "k2".into(), sha256: Some("ee".repeat(32)) },
@@ -225,13 +229,7 @@ fn a_running_service_is_not_restarted_before_the_cordon() {
     let spec = spec();
     let node = serde_json::json!({"metadata": {"name": "win-1"}});
     let maintain = Context { mode: Mode::Maintain, node: Some(&node), disrupt: true };
-    let mut facts = fresh();
-    for _ in 0..3 {
-        let plan = plan_lifecycle(&spec, &facts, maintain);
-        let next = after(&spec, &facts, &plan.changes);
-        drop(plan);
-        facts = next;
-    }
+    let mut facts = converged(&spec, maintain);
     facts.files.insert(
         "payload/kube-node/kubelet".into(),
         FileFact::Present { key: "k2".into(), sha256: Some("ee".repeat(32)) },
@@ -280,13 +278,7 @@ fn a_crashs_leftovers_go_except_a_staging_directory_an_upload_uses_this_round() 
     let spec = spec();
     let node = serde_json::json!({"metadata": {"name": "win-1"}});
     let maintain = Context { mode: Mode::Maintain, node: Some(&node), disrupt: true };
-    let mut facts = fresh();
-    for _ in 0..3 {
-        let plan = plan_lifecycle(&spec, &facts, maintain);
-        let next = after(&spec, &facts, &plan.changes);
-        drop(plan);
-        facts = next;
-    }
+    let mut facts = converged(&spec, maintain);
     facts.files.insert("payload/hon".into(), FileFact::Present { key: "k2".into(), sha256: Some("ee".repeat(32)) });
     facts.leftovers.insert("payload/.winfleet-staging".into(), Leftover::Staging);
     facts.leftovers.insert("payload/kube-node/.winfleet-staging".into(), Leftover::Staging);
@@ -381,13 +373,7 @@ fn a_rotated_exporter_certificate_is_rewritten_and_restarts_only_windows_exporte
     let spec = exporter_spec("CERT-1");
     let node = serde_json::json!({"metadata": {"name": "win-1"}});
     let maintain = Context { mode: Mode::Maintain, node: Some(&node), disrupt: true };
-    let mut facts = fresh();
-    for _ in 0..3 {
-        let plan = plan_lifecycle(&spec, &facts, maintain);
-        let next = after(&spec, &facts, &plan.changes);
-        drop(plan);
-        facts = next;
-    }
+    let facts = converged(&spec, maintain);
     assert!(plan_lifecycle(&spec, &facts, maintain).changes.is_empty());
     let rotated = exporter_spec("CERT-2");
     let plan = plan_lifecycle(&rotated, &facts, maintain);
