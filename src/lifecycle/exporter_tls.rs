@@ -19,7 +19,7 @@
 //!
 //! The certificate files are named only inside the web config, so a
 //! changed certificate or key restarts the services whose command names
-//! the web config ([`named_in`]; the plan's restart rule): windows_exporter
+//! the web config ([`GeneratedFile::named_in`]; the plan's restart rule): windows_exporter
 //! and nothing else. All three are removed at deconfigure with the other
 //! recorded files. The key is secret; all three are shown as hash prefixes.
 
@@ -27,7 +27,7 @@ use std::fmt;
 
 use super::{GeneratedFile, LifecycleSpec};
 use crate::vocab::Shell;
-use crate::vocab::file::{ManagedFile, node_path, sha256_hex};
+use crate::vocab::file::{ManagedFile, node_path};
 
 /// The directory under the kube directory (WMCO's `TLSDir`).
 pub const TLS_DIR: &str = "tls";
@@ -80,24 +80,18 @@ fn web_config(shell: Shell) -> String {
 /// content; none without it.
 pub fn render(spec: &LifecycleSpec, tls: Option<&ExporterTls>) -> Vec<GeneratedFile> {
     let Some(tls) = tls else { return Vec::new() };
-    // Shown as the other secret files are (lifecycle::material's `redacted`).
-    let secret = |content: &str| {
-        let display = format!("<redacted> sha256:{}", &sha256_hex(content.as_bytes())[..12]);
-        ManagedFile::with_secret(content.to_owned(), display)
+    // The certificate and key are named only in the web config: a change
+    // restarts the service whose command names that (windows_exporter).
+    let named_in_web_config = |path: String, content: &str| GeneratedFile {
+        path,
+        file: ManagedFile::secret(content.to_owned()),
+        named_in: Some(web_config_path(spec)),
     };
     vec![
-        GeneratedFile { path: cert_path(spec, CERT), file: secret(&tls.cert) },
-        GeneratedFile { path: cert_path(spec, KEY), file: secret(&tls.key) },
-        GeneratedFile { path: web_config_path(spec), file: secret(&web_config(spec.shell)) },
+        named_in_web_config(cert_path(spec, CERT), &tls.cert),
+        named_in_web_config(cert_path(spec, KEY), &tls.key),
+        GeneratedFile::new(web_config_path(spec), ManagedFile::secret(web_config(spec.shell))),
     ]
-}
-
-/// The file that names `path` when only it does (the plan restarts the
-/// services whose command names that file when `path` changes): the web
-/// config, for the certificate and key.
-pub fn named_in(spec: &LifecycleSpec, path: &str) -> Option<String> {
-    let fold = |p: &str| super::leftover::fold(spec.shell, p);
-    [CERT, KEY].iter().any(|name| fold(&cert_path(spec, name)) == fold(path)).then(|| web_config_path(spec))
 }
 
 #[cfg(test)]
@@ -154,11 +148,12 @@ mod tests {
 
     #[test]
     fn the_certificate_and_key_are_named_in_the_web_config_only() {
-        let spec = windows_spec();
-        let web = Some(r"C:\k\tls\windows-exporter-webconfig.yaml".to_owned());
-        assert_eq!(named_in(&spec, r"C:\k\tls\certs\tls.crt"), web);
-        assert_eq!(named_in(&spec, r"c:\K\TLS\certs\TLS.KEY"), web);
-        assert_eq!(named_in(&spec, r"C:\k\tls\windows-exporter-webconfig.yaml"), None);
-        assert_eq!(named_in(&posix_spec(), "payload/kubelet.conf"), None);
+        let files = render(&windows_spec(), Some(&tls()));
+        let named: Vec<(&str, Option<&str>)> = files.iter().map(|f| (f.path.as_str(), f.named_in.as_deref())).collect();
+        let web = r"C:\k\tls\windows-exporter-webconfig.yaml";
+        assert_eq!(
+            named,
+            [(r"C:\k\tls\certs\tls.crt", Some(web)), (r"C:\k\tls\certs\tls.key", Some(web)), (web, None)]
+        );
     }
 }

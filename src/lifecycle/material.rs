@@ -24,7 +24,7 @@ use serde_json::json;
 
 use super::{GeneratedFile, LifecycleSpec};
 use crate::vocab::Shell;
-use crate::vocab::file::{ManagedFile, sha256_hex};
+use crate::vocab::file::ManagedFile;
 use crate::vocab::platform::Platform;
 
 /// The file names, under the kube directory.
@@ -89,15 +89,7 @@ pub fn cluster_dns(service_cidr: &str) -> Result<String, String> {
     Ok(Ipv4Addr::from(base + 10).to_string())
 }
 
-/// How a secret file is displayed.
-pub fn redacted(content: &str) -> String {
-    format!("<redacted> sha256:{}", &sha256_hex(content.as_bytes())[..12])
-}
-
-fn secret(content: String) -> ManagedFile {
-    let display = redacted(&content);
-    ManagedFile::with_secret(content, display)
-}
+pub use crate::vocab::file::redacted;
 
 /// The generated files of `spec`'s dialect.
 pub fn render(spec: &LifecycleSpec, material: &ClusterMaterial) -> Vec<GeneratedFile> {
@@ -119,7 +111,7 @@ pub fn render(spec: &LifecycleSpec, material: &ClusterMaterial) -> Vec<Generated
         (KUBELET_CONF, kubelet_configuration(spec, &material.cluster_dns)),
     ];
     let files =
-        files.into_iter().map(|(name, content)| GeneratedFile { path: spec.kube_path(name), file: secret(content) });
+        files.into_iter().map(|(name, content)| GeneratedFile::new(spec.kube_path(name), ManagedFile::secret(content)));
     let worker = material.rendered_worker.iter().flat_map(|w| super::platform_files::render(spec, w));
     files
         .chain(super::trusted_ca::render(spec, &material.trusted_ca))

@@ -144,6 +144,17 @@ pub struct GeneratedFile {
     pub path: String,
     /// Content.
     pub file: ManagedFile,
+    /// The file that names this one when no command does (the exporter's
+    /// certificate is named only in its web config): a change restarts the
+    /// services whose command names that file.
+    pub named_in: Option<String>,
+}
+
+impl GeneratedFile {
+    /// A file some service's command names itself (or none does).
+    pub fn new(path: String, file: ManagedFile) -> Self {
+        Self { path, file, named_in: None }
+    }
 }
 
 /// The desired version: the payload digest and the services manifest,

@@ -63,10 +63,10 @@ pub fn network_conf_script(service_cidr: &str) -> String {
 
 /// The generated network files of `spec`'s dialect.
 pub fn render(spec: &LifecycleSpec, network: &HybridNetwork) -> Vec<GeneratedFile> {
-    vec![GeneratedFile {
-        path: payload_node_path(spec.shell, NETWORK_CONF, &spec.kube_dir),
-        file: ManagedFile::plain(network_conf_script(&network.service_cidr)),
-    }]
+    vec![GeneratedFile::new(
+        payload_node_path(spec.shell, NETWORK_CONF, &spec.kube_dir),
+        ManagedFile::plain(network_conf_script(&network.service_cidr)),
+    )]
 }
 
 /// `command` with the VXLAN port the cluster sets (`None`: none), or
@@ -155,7 +155,7 @@ mod tests {
             source: "/unused".into(),
         };
         spec.files = vec![at("payload/kubeconfig"), at("payload/kubelet.exe")];
-        let generated = vec![GeneratedFile { path: "payload/kubeconfig".into(), file: ManagedFile::plain("x".into()) }];
+        let generated = vec![GeneratedFile::new("payload/kubeconfig".into(), ManagedFile::plain("x".into()))];
         let kept = with_network(&spec, None, generated);
         assert_eq!(kept.files.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["payload/kubelet.exe"]);
         assert_eq!(kept.generated.len(), 1);

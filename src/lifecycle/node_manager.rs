@@ -17,7 +17,7 @@ use base64::engine::general_purpose::STANDARD;
 use serde_json::json;
 
 use super::{GeneratedFile, LifecycleSpec};
-use crate::vocab::file::{ManagedFile, sha256_hex};
+use crate::vocab::file::ManagedFile;
 
 /// The file name, in the kube directory (WMCO's `C:\k\wicd-kubeconfig`).
 pub const KUBECONFIG: &str = "wicd-kubeconfig";
@@ -38,9 +38,7 @@ pub fn render(spec: &LifecycleSpec, server: &str, ca: &str, token: Option<&str>)
         "current-context": "cloud-node-manager",
     })
     .to_string();
-    // Shown as the other secret files are (lifecycle::material's `redacted`).
-    let display = format!("<redacted> sha256:{}", &sha256_hex(content.as_bytes())[..12]);
-    Some(GeneratedFile { path: spec.kube_path(KUBECONFIG), file: ManagedFile::with_secret(content, display) })
+    Some(GeneratedFile::new(spec.kube_path(KUBECONFIG), ManagedFile::secret(content)))
 }
 
 #[cfg(test)]

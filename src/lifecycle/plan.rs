@@ -9,7 +9,7 @@
 //! (bootstrap services first). A service is started when it should run and
 //! does not, and restarted when its definition or a file its command line
 //! names changed (or a file named only in such a file:
-//! [`super::exporter_tls::named_in`]); the services that depend on a stopped one are stopped
+//! [`super::GeneratedFile::named_in`]); the services that depend on a stopped one are stopped
 //! and started with it (the service manager stops them anyway).
 
 use std::collections::BTreeSet;
@@ -88,7 +88,7 @@ pub fn plan_lifecycle<'a>(spec: &'a LifecycleSpec, facts: &'a LifecycleFacts, ct
             if observed == Some(generated.file.sha256()) {
                 plan.in_sync += 1;
             } else {
-                changed_paths.push((generated.path.as_str(), super::exporter_tls::named_in(spec, &generated.path)));
+                changed_paths.push((generated.path.as_str(), generated.named_in.clone()));
                 body.push(LifecycleChange::WriteGenerated { file: generated, observed });
             }
         }

@@ -34,16 +34,14 @@ pub fn render(spec: &LifecycleSpec, worker: &RenderedWorker) -> Vec<GeneratedFil
     if let Some(config) = &worker.credential_provider {
         let text = config.node_text(spec.shell);
         let display = shown(&text);
-        files.push(GeneratedFile {
-            path: spec.kube_path(CREDENTIAL_PROVIDER_CONFIG),
-            file: ManagedFile::with_secret(text, display),
-        });
+        files.push(GeneratedFile::new(
+            spec.kube_path(CREDENTIAL_PROVIDER_CONFIG),
+            ManagedFile::with_secret(text, display),
+        ));
     }
     if let Some(text) = &worker.cloud_conf {
-        files.push(GeneratedFile {
-            path: spec.kube_path(CLOUD_CONF),
-            file: ManagedFile::with_secret(text.clone(), format!("<redacted> {}", shown(text))),
-        });
+        let display = format!("<redacted> {}", shown(text));
+        files.push(GeneratedFile::new(spec.kube_path(CLOUD_CONF), ManagedFile::with_secret(text.clone(), display)));
     }
     files
 }

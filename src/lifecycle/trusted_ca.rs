@@ -153,11 +153,8 @@ pub fn render(spec: &LifecycleSpec, ca: &TrustedCa) -> Vec<GeneratedFile> {
     let shown = describe(&certs);
     let record: String = certs.iter().map(Certificate::pem).collect();
     vec![
-        GeneratedFile {
-            path: spec.kube_path(BUNDLE),
-            file: ManagedFile::with_secret(ca.bundle.clone(), shown.clone()),
-        },
-        GeneratedFile { path: record_path(spec), file: ManagedFile::with_secret(record, shown) },
+        GeneratedFile::new(spec.kube_path(BUNDLE), ManagedFile::with_secret(ca.bundle.clone(), shown.clone())),
+        GeneratedFile::new(record_path(spec), ManagedFile::with_secret(record, shown)),
     ]
 }
 

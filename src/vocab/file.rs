@@ -31,6 +31,12 @@ impl ManagedFile {
         Self { sha256: sha256_hex(content.as_bytes()), content, redacted: Some(redacted) }
     }
 
+    /// A secret file shown as every secret generated file is ([`redacted`]).
+    pub fn secret(content: String) -> Self {
+        let display = redacted(&content);
+        Self::with_secret(content, display)
+    }
+
     /// Lower-case hex SHA-256 of the exact content (what nodes report).
     pub fn sha256(&self) -> &str {
         &self.sha256
@@ -76,4 +82,10 @@ pub fn node_path(shell: Shell, dir: &str, parts: &[&str]) -> String {
         path.push_str(part);
     }
     path
+}
+
+/// How a secret file is displayed in plans, logs, status and Events:
+/// `<redacted> sha256:<12 hex>`.
+pub fn redacted(content: &str) -> String {
+    format!("<redacted> sha256:{}", &sha256_hex(content.as_bytes())[..12])
 }
