@@ -35,13 +35,20 @@ fn instances_yaml(instances: &[(String, &str)]) -> String {
     out
 }
 
-/// An ImageDigestMirrorSet of `count` registries, each mirrored on `mirror`.
+/// An ImageDigestMirrorSet of `count` registries, each mirrored on
+/// `mirror` under its own path (`mirror/registryN`), or on `mirror` itself
+/// when it ends with `/` (then every registry's hosts.toml changes alike
+/// when the mirror moves).
 fn mirrors_yaml(count: usize, mirror: &str) -> String {
     let mut out = String::from(
         "apiVersion: config.openshift.io/v1\nkind: ImageDigestMirrorSet\nmetadata:\n  name: generated\nspec:\n  imageDigestMirrors:\n",
     );
     for i in 0..count {
-        let _ = write!(out, "  - source: registry{i}.example.com\n    mirrors:\n    - {mirror}/registry{i}\n");
+        let to = match mirror.strip_suffix('/') {
+            Some(host) => host.to_owned(),
+            None => format!("{mirror}/registry{i}"),
+        };
+        let _ = write!(out, "  - source: registry{i}.example.com\n    mirrors:\n    - {to}\n");
     }
     out
 }
@@ -86,10 +93,12 @@ fn plan(git: &GitRepo, format: &str, extra: &[&str]) -> String {
 }
 
 /// What a group's representative operation looks like in the comment: a
-/// file's whole diff, else its path or name.
+/// file's diff (its hunks: files changed alike share one diff, without the
+/// header naming one of them), else its path or name.
 fn representative(op: &serde_json::Value) -> String {
     let field = |f: &str| op[f].as_str().map(str::to_owned);
-    field("diff").or_else(|| field("path")).or_else(|| field("name")).unwrap_or_default()
+    let hunks = |diff: String| diff.lines().skip(2).map(|l| format!("{l}\n")).collect::<String>();
+    field("diff").map(hunks).or_else(|| field("path")).or_else(|| field("name")).unwrap_or_default()
 }
 
 /// Checks one comment against the JSON and text plans of the same change;
@@ -166,7 +175,7 @@ fn a_thousand_removed_instances_fit_30000_bytes_and_say_the_guard_refuses() {
     let git = repository((&base, 1, "mirror.corp.example"), (&base[..10], 1, "mirror.corp.example"));
     let comment = check(&git, Some(30_000));
     assert!(comment.contains("0 of 1000 deconfigured: refused by prune.maxRemovalPercent"), "{comment}");
-    assert!(comment.contains("1000 node(s) leave: `10.1.0.10`, `10.1.0.100`"), "{comment}");
+    assert!(comment.contains("1000 node(s) leave: `10.1.0.10`, `10.1.0.11`"), "numerically: {comment}");
 }
 
 #[test]
@@ -181,6 +190,33 @@ fn three_hundred_mirrors_on_fifty_nodes_show_their_diffs_within_the_budget() {
         assert!(comment.contains("_Shortened to fit: "), "the cut section says what it leaves out");
         assert!(comment.contains("`C:\\k\\containerd\\registries\\registry99.example.com\\hosts.toml`"));
     }
+}
+
+#[test]
+fn three_hundred_files_changed_alike_show_one_diff_naming_every_file_and_node_in_natural_order() {
+    let nodes: Vec<(String, &str)> = (0..50).map(|i| (address(i), "Administrator")).collect();
+    let git = repository((&nodes, 300, "mirror-a.corp.example/"), (&nodes, 300, "mirror-b.corp.example/"));
+    let path = |i: usize| format!("C:\\k\\containerd\\registries\\registry{i}.example.com\\hosts.toml");
+    let changed = "+[host.\"https://mirror-b.corp.example/v2\"]\n";
+    let comment = check(&git, None);
+    assert_eq!(comment.matches(changed).count(), 1, "one diff for 300 files alike:\n{comment}");
+    assert!(comment.contains("✏️ 300 files, the same change in each: "), "{comment}");
+    assert!(!comment.contains("_Shortened to fit"), "everything fits once the copies are gone:\n{comment}");
+    let order = |names: Vec<String>| {
+        let at: Vec<usize> = names.iter().map(|n| comment.find(n.as_str()).expect(n)).collect();
+        assert!(at.is_sorted(), "{names:?} appear in this order");
+    };
+    order((0..50).map(|i| format!("`{}`", address(i))).collect());
+    order([2, 10, 11, 100, 299].map(|i| format!("`{}`", path(i))).to_vec());
+    let text = plan(&git, "text", &[]);
+    assert_eq!(text.matches(changed.trim_end()).count(), 1, "the text plan too:\n{text}");
+    assert!(text.contains("(the same change in each of these 300 files)"), "{text}");
+    assert_eq!((0..300).filter(|&i| text.contains(&format!("  ~ {}\n", path(i)))).count(), 300);
+    assert!(text.find(&path(2)).unwrap() < text.find(&path(10)).unwrap(), "registries in natural order");
+    let doc: serde_json::Value = serde_json::from_str(&plan(&git, "json", &[])).unwrap();
+    assert_eq!(doc["nodes"][0]["operations"].as_array().unwrap().len(), 300, "the JSON keeps every operation");
+    assert_eq!(doc["nodes"][0]["nodes"][2], "10.1.0.2", "addresses numerically in the JSON as well");
+    check(&git, Some(3_000));
 }
 
 #[test]

@@ -12,7 +12,8 @@
 use std::fmt::Write;
 
 use super::budget::water_fill;
-use super::markdown_sections::{FEW, Section, escape, see_all};
+use super::markdown_blocks::{FEW, escape, see_all};
+use super::markdown_sections::Section;
 use super::summary::Summary;
 use super::{Plan, short};
 

@@ -14,8 +14,11 @@ pub mod guard;
 pub mod json;
 pub mod leaving;
 pub mod markdown;
+mod markdown_blocks;
+mod markdown_group;
 mod markdown_sections;
 pub mod offline;
+pub mod same;
 pub mod sources;
 pub mod summary;
 pub mod text;
@@ -233,9 +236,11 @@ pub struct SettingChange {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeGroup {
-    /// Canonical addresses, sorted.
+    /// Canonical addresses, addresses numerically, then names naturally
+    /// ([`crate::vocab::order::address`]).
     pub nodes: Vec<String>,
-    /// Operations, files first (by path), then environment (by name).
+    /// Operations, files first (by path, in natural order), then the
+    /// lifecycle's, then environment (by name).
     pub operations: Vec<Operation>,
     /// Whether the operations need a safe reboot (cordon, drain, reboot);
     /// for leaving nodes, whether their deconfigure reboots them.

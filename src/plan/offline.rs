@@ -18,6 +18,7 @@ use crate::lifecycle::LifecycleSpec;
 use crate::node::{HOSTS_TOML, MANAGED_ENVIRONMENT, NodeSpec, display_env_value};
 use crate::vocab::file::node_path;
 use crate::vocab::operation::{Operation, unified_diff};
+use crate::vocab::order;
 
 /// Plans the change from `base` to `head`. A missing base (an invalid or
 /// empty revision) plans everything in head as new.
@@ -65,6 +66,9 @@ fn instance_changes(base: &BTreeMap<String, Instance>, head: &BTreeMap<String, I
         }
     }
     changes.deconfigure = base.iter().filter(|(a, _)| !head.contains_key(*a)).map(|(_, b)| summary(b)).collect();
+    changes.configure.sort_by(|a, b| order::address(&a.address, &b.address));
+    changes.update.sort_by(|a, b| order::address(&a.address, &b.address));
+    changes.deconfigure.sort_by(|a, b| order::address(&a.address, &b.address));
     changes
 }
 
@@ -124,9 +128,11 @@ fn node_groups(base: &BTreeMap<String, Instance>, head: &BTreeMap<String, Instan
         }
     }
     for group in &mut groups {
-        group.nodes.sort();
+        group.nodes.sort_by(|a, b| order::address(a, b));
     }
-    groups.sort_by(|a, b| a.nodes.first().cmp(&b.nodes.first()));
+    groups.sort_by(|a, b| {
+        order::address(a.nodes.first().map_or("", String::as_str), b.nodes.first().map_or("", String::as_str))
+    });
     groups
 }
 
@@ -137,7 +143,7 @@ pub fn operations(base: Option<&NodeSpec>, head: Option<&NodeSpec>) -> Vec<Opera
     let base_files = base.map_or(&no_files, |b| &b.registries);
     if let Some(h) = head {
         let moved = base.is_some_and(|b| b.registries_dir != h.registries_dir || b.shell != h.shell);
-        for (dir, file) in &h.registries {
+        for (dir, file) in naturally(&h.registries) {
             let old = base_files.get(dir).filter(|_| !moved);
             if old.is_some_and(|o| o.content() == file.content()) {
                 continue;
@@ -157,7 +163,7 @@ pub fn operations(base: Option<&NodeSpec>, head: Option<&NodeSpec>) -> Vec<Opera
                 h.registries_dir == b.registries_dir && h.shell == b.shell && h.registries.contains_key(dir)
             })
         };
-        for dir in b.registries.keys().filter(|d| !stays(d)) {
+        for (dir, _) in naturally(&b.registries).filter(|(d, _)| !stays(d)) {
             ops.push(Operation::RemoveRegistry {
                 path: node_path(b.shell, &b.registries_dir, &[dir]),
                 refused: None,
@@ -183,6 +189,14 @@ pub fn operations(base: Option<&NodeSpec>, head: Option<&NodeSpec>) -> Vec<Opera
         }
     }
     ops
+}
+
+/// A map's entries with their keys in natural order (`registry2` before
+/// `registry10`).
+fn naturally<V>(map: &BTreeMap<String, V>) -> impl Iterator<Item = (&String, &V)> {
+    let mut entries: Vec<(&String, &V)> = map.iter().collect();
+    entries.sort_by(|a, b| order::natural(a.0, b.0));
+    entries.into_iter()
 }
 
 /// The lifecycle part of a node's change: the payload pin and the services

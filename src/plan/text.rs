@@ -2,9 +2,9 @@
 
 use std::fmt::Write;
 
+use super::same::{self, Files, Shown};
 use super::summary::Summary;
 use super::{MachineSetAction, Plan, short, show_value};
-use crate::vocab::operation::Operation;
 
 /// Renders a plan as plain text.
 pub fn render(plan: &Plan) -> String {
@@ -67,18 +67,37 @@ fn nodes(plan: &Plan, summary: &Summary, out: &mut String) {
                 let _ = writeln!(out, "  deconfigure: {step}");
             }
         }
-        for op in &group.operations {
-            let _ = writeln!(out, "  {}", op.headline());
-            if let Operation::WriteFile { diff, .. } = op {
-                for line in diff.lines() {
-                    let _ = writeln!(out, "      {line}");
+        for entry in same::shown(&group.operations) {
+            match entry {
+                Shown::Other(op) => {
+                    let _ = writeln!(out, "  {}", op.headline());
                 }
+                Shown::Files(files) => file_change(&files, out),
             }
         }
         // A joining node is configured before it is a Node: no safe reboot.
         if summary.group_reboots(index) {
             out.push_str("  (safe reboot required)\n");
         }
+    }
+}
+
+/// A file's change, or the one change several files share: every path,
+/// then the diff once.
+fn file_change(files: &Files<'_>, out: &mut String) {
+    let sign = if files.created { "+" } else { "~" };
+    for path in &files.paths {
+        let _ = writeln!(out, "  {sign} {path}");
+    }
+    let diff = match files.paths.len() {
+        1 => files.diff,
+        n => {
+            let _ = writeln!(out, "      (the same change in each of these {n} files)");
+            files.body
+        }
+    };
+    for line in diff.lines() {
+        let _ = writeln!(out, "      {line}");
     }
 }
 

@@ -1,13 +1,15 @@
 //! The vocabulary every stage shares: the shell dialect a node speaks
 //! ([`Shell`]), the files winfleet writes ([`file`]), the framing of node
-//! reports ([`report`]), the operations plans show ([`operation`]) and
-//! systemd's file formats ([`systemd`]), Kubernetes versions
-//! ([`kube_version`]), the cluster's platform ([`platform`]). A leaf: it
-//! imports nothing of winfleet's, so any stage may use it. Pure: no IO.
+//! reports ([`report`]), the operations plans show ([`operation`]), the
+//! order lists are read in ([`order`]), systemd's file formats
+//! ([`systemd`]), Kubernetes versions ([`kube_version`]), the cluster's
+//! platform ([`platform`]). A leaf: it imports nothing of winfleet's, so
+//! any stage may use it. Pure: no IO.
 
 pub mod file;
 pub mod kube_version;
 pub mod operation;
+pub mod order;
 pub mod platform;
 pub mod report;
 pub mod systemd;
