@@ -18,11 +18,15 @@ use winfleet::ssh::{KnownHosts, Pool, Settings, Target, Traffic, load_key};
 use winfleet::vocab::Shell;
 
 fn pool(fleet: &TestFleet) -> (Pool, Target) {
+    // A line the stand-in does not know is never answered: fail soon.
+    pool_within(fleet, Duration::from_secs(20))
+}
+
+fn pool_within(fleet: &TestFleet, command_timeout: Duration) -> (Pool, Target) {
     let pool = Pool::new(
         load_key(&fleet.key).unwrap(),
         KnownHosts::load(&fleet.known_hosts, false).unwrap(),
-        // A line the stand-in does not know is never answered: fail soon.
-        Settings { command_timeout: Duration::from_secs(20), ..Settings::default() },
+        Settings { command_timeout, ..Settings::default() },
     );
     let node = &fleet.nodes[0];
     (pool, Target { address: node.address.clone(), port: node.port, username: fleet.user.clone() })
@@ -125,6 +129,31 @@ async fn a_dead_posix_shell_is_replaced_only_for_an_observation() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_powershell_session_is_replaced_only_for_an_observation() {
     a_dead_shell_is_replaced_only_for_an_observation(Shell::Powershell).await;
+}
+
+/// A script that reads standard input gets the session's, as a native
+/// program does under `-Command -` (docs/powershell-session.md): it takes
+/// winfleet's end line or waits for it. That costs its own exchange only:
+/// it times out, the session is closed, and the next script runs whole in
+/// a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_powershell_script_that_reads_standard_input_times_out_alone_and_the_next_runs_in_a_new_session() {
+    let fleet = TestFleet::start(1);
+    support::powershell_standin::install(&fleet.nodes[0]);
+    let (pool, target) = pool_within(&fleet, Duration::from_secs(3));
+    let interpreter = dialect::interpreter(Shell::Powershell);
+    let mut kept = pool.converse(&target, interpreter).await.unwrap();
+    pool.exchange(&mut kept, &script(Shell::Powershell, "echo ready"), true).await.unwrap();
+    let reads = script(Shell::Powershell, "head -c 1 >/dev/null; echo read >> read");
+    let error = pool.exchange(&mut kept, &reads, false).await.unwrap_err();
+    assert!(error.to_string().contains("running a script"), "{error}");
+    assert!(kept.ended(), "a session whose script timed out is over");
+    pool.keep(kept).await;
+    let mut fresh = pool.converse(&target, interpreter).await.unwrap();
+    assert!(!fresh.reused(), "the timed-out session was kept");
+    let next = pool.exchange(&mut fresh, &script(Shell::Powershell, "echo next"), true).await.unwrap();
+    assert_eq!(next.stdout, b"next\n");
+    pool.close().await;
 }
 
 #[test]

@@ -8,9 +8,12 @@
 //!
 //! - a script, `& ([ScriptBlock]::Create(…FromBase64String('<b64>'))))`:
 //!   the stand-in decodes it and runs it with `sh` (the tests and benches
-//!   send posix bodies in the PowerShell wrapping), its standard input
-//!   not the session's. A failing script is reported on stderr and the
-//!   session goes on, as PowerShell goes on after an error on a line;
+//!   send posix bodies in the PowerShell wrapping) from a temporary file,
+//!   with the session's standard input inherited, as PowerShell gives it
+//!   to a native command that has no pipeline input (docs/powershell-session.md):
+//!   a body that reads stdin gets what the stand-in has not buffered. A
+//!   failing script is reported on stderr and the session goes on, as
+//!   PowerShell goes on after an error on a line;
 //! - the end line, `& { $m = [Convert]::FromBase64String('<b64>'); … }`:
 //!   it writes the decoded marker.
 //!
@@ -26,7 +29,7 @@ use super::fleet::TestNode;
 /// CPU, not the exchange pattern, the figure).
 pub const STAND_IN: &str = r#"#!/usr/bin/python3
 # powershell.exe stand-in: see tests/support/powershell_standin.rs.
-import base64, binascii, os, subprocess, sys
+import base64, binascii, os, subprocess, sys, tempfile
 SCRIPT = ("& ([ScriptBlock]::Create([Text.Encoding]::UTF8.GetString([Convert]::FromBase64String('", "'))))")
 END = ("& { $m = [Convert]::FromBase64String('",
        "'); $o = [Console]::OpenStandardOutput(); $o.Write($m, 0, $m.Length); $o.Flush() }")
@@ -44,8 +47,11 @@ for raw in sys.stdin.buffer:
     line = raw.decode("utf-8", "replace").rstrip("\n").rstrip("\r")
     script, end = inside(line, SCRIPT), inside(line, END)
     if script is not None:
-        if subprocess.run(["sh"], input=script).returncode != 0:
-            os.write(2, b"stand-in: the script failed\n")
+        with tempfile.NamedTemporaryFile(prefix="standin-", suffix=".sh") as body:
+            body.write(script)
+            body.flush()
+            if subprocess.run(["sh", body.name]).returncode != 0:
+                os.write(2, b"stand-in: the script failed\n")
     elif end is not None:
         os.write(1, end)
     elif line:
