@@ -68,6 +68,10 @@ fn the_demo_ends_all_ready_with_its_machine_sets_machines_running_as_nodes() {
     for set in ["openshift-machine-api/prod-7xk2p-windows-us-east-1a", "openshift-machine-api/winworker"] {
         assert!(stdout.contains(&format!("  {set} replicas 1, ready 1\n")), "{stdout}");
     }
+    let end = &stdout[stdout.rfind("== the MachineSets' Machines and their Nodes").unwrap()..];
+    for machine in &machines[1..] {
+        assert!(end.contains(machine), "the Machines are shown again at the end: {end}");
+    }
     let status = &stdout[stdout.rfind("== winfleet status").unwrap()..];
     assert!(!status.contains("Progressing") && !status.contains("Unknown"), "{status}");
 }

@@ -301,6 +301,10 @@ fn run() -> i32 {
     print!("{}", git(&bare, &["log", "--format=%h %an%n    %s%n    %(trailers:only,unfold)", "winfleet/status"]));
     println!("== git show winfleet/status:status/summary.yaml");
     print!("{}", git(&bare, &["show", "winfleet/status:status/summary.yaml"]));
+    if let Some(c) = &cluster {
+        println!("\n== the MachineSets' Machines and their Nodes (the status below lists the MachineSets)");
+        print!("{}", c.machines());
+    }
     println!("\n== winfleet status --repo-url file://…/fleet.git");
     let status =
         Command::new(&winfleet).args(["status", "--repo-url", &format!("file://{}", bare.display())]).status().unwrap();
