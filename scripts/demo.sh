@@ -5,7 +5,9 @@
 # a merged change announced by webhook, the files on a node, and the status
 # commits; as root, against a cluster as well: a real control plane
 # (kube-apiserver, kube-controller-manager, etcd, built with Go) where Go is
-# installed, else a simulated one. Works on a fresh machine with the Rust
+# installed, else a simulated one, with the tests' Machine API, so that the
+# repository's MachineSets become Ready nodes. It ends all Ready: the
+# script's exit code is `winfleet status`'s (0). Works on a fresh machine with the Rust
 # toolchain; installs what it needs (git, a C toolchain, OpenSSL headers,
 # OpenSSH server) when missing.
 set -euo pipefail
@@ -17,19 +19,24 @@ This demo needs:
   - git, a C toolchain, pkg-config, libssl-dev and the OpenSSH server and
     client; missing ones are installed with apt-get, which needs root;
   - as root, the demo fleet creates an unprivileged login user,
-    winfleet-node (shell /bin/sh), and runs its sshd nodes as root, each
-    with its own host name and boot id (unshare); the daemon then also
-    works against a cluster: joins, Node metadata, MachineSets, safe
-    reboots. The cluster is REAL where the test control plane is already
-    built (etcd, kube-apiserver and kube-controller-manager v1.37.2 from the
-    Kubernetes Go modules, tests/controlplane: the test suite builds it) or
-    with WINFLEET_DEMO_REAL=1 and Go 1.26 (its first build takes 10 to 15
+    winfleet-node (shell /bin/sh), and an alias of it, Administrator (the
+    user winfleet logs in to Machines as), and runs its sshd nodes as root,
+    each with its own host name and boot id (unshare); the daemon then also
+    works against a cluster: joins, Node metadata, safe reboots, and
+    MachineSets, whose Machines the tests' Machine API
+    (tests/support/machine_provider.rs) creates and boots as sshd "VMs"
+    that winfleet configures into Nodes. The cluster is REAL where the test
+    control plane is already built (etcd, kube-apiserver and
+    kube-controller-manager v1.37.2 from the Kubernetes Go modules,
+    tests/controlplane: the test suite builds it) or with
+    WINFLEET_DEMO_REAL=1 and Go 1.26 (its first build takes 10 to 15
     minutes on 2 cores; later ones seconds); otherwise, or with
     WINFLEET_DEMO_SIMULATED=1, it is SIMULATED (winfleet's in-memory test
     API server). Either way each node's kubelet is the tests' fake kubelet.
     The demo says which it uses. As anyone else the nodes run as you, log
-    in as you, and the daemon runs SSH-only. It removes what it created
-    when it ends (the user too, when it created it).
+    in as you, the daemon runs SSH-only, and the repository has no
+    MachineSets. It removes what it created when it ends (the users too,
+    when it created them), and ends all Ready (exit code 0).
 NEEDS
 echo
 
@@ -59,7 +66,7 @@ fi
 # The dev profile: nothing in the demo needs an optimised binary, a release
 # build of the dependencies takes twice as long, and `cargo test` then
 # reuses what this built.
-echo "== cargo build --bin winfleet --example demo-fleet (from a fresh clone: about 4 minutes on 2 cores)"
+echo "== cargo build --bin winfleet --example demo-fleet (10 to 15 minutes from a fresh clone on 2 cores, seconds once built; the demo then runs about 2 minutes)"
 cargo build --bin winfleet --example demo-fleet
 # Wherever cargo puts it: CARGO_TARGET_DIR and .cargo/config.toml move target/.
 target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
@@ -67,15 +74,21 @@ winfleet=$target_dir/debug/winfleet
 demo_fleet=$target_dir/debug/examples/demo-fleet
 [ -x "$winfleet" ] && [ -x "$demo_fleet" ] || { echo "demo: cargo built no $winfleet or $demo_fleet" >&2; exit 1; }
 work=$(mktemp -d)
-# The demo fleet's login user, created as root when missing: removed again
-# at the end when the demo created it.
-had_user=no
-id winfleet-node >/dev/null 2>&1 && had_user=yes
+# The demo fleet's login users, created as root when missing: removed again
+# at the end when the demo created them.
+created=()
+for user in Administrator winfleet-node; do
+  id "$user" >/dev/null 2>&1 || created+=("$user")
+done
 cleanup() {
   rm -rf "$work"
-  if [ "$had_user" = no ] && [ "$(id -u)" -eq 0 ] && id winfleet-node >/dev/null 2>&1; then
-    userdel winfleet-node 2>/dev/null && echo "demo: removed the user winfleet-node it created"
-  fi
+  [ "$(id -u)" -eq 0 ] || return 0
+  for user in ${created[@]+"${created[@]}"}; do
+    if id "$user" >/dev/null 2>&1; then
+      userdel "$user" 2>/dev/null && echo "demo: removed the user $user it created"
+    fi
+  done
+  return 0
 }
 trap cleanup EXIT
 

@@ -136,7 +136,7 @@ async fn gitlab_the_note_is_created_then_updated_with_put() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_403_and_a_422_are_answered_plainly_with_exit_1() {
+async fn a_403_says_what_to_do_on_a_fork_pull_request_and_a_422_is_answered_plainly_with_exit_1() {
     let forge = Arc::new(Forge::default());
     let addr = start(Arc::clone(&forge)).await;
     let dir = tempfile::tempdir().unwrap();
@@ -153,7 +153,10 @@ async fn a_403_and_a_422_are_answered_plainly_with_exit_1() {
     assert!(
         err.contains(
             "creating the plan comment: GitHub answered 403 Forbidden: Resource not accessible by integration (the token \
-             may not write pull request comments: give the workflow `permissions: pull-requests: write`)"
+             may not write pull request comments: give the workflow `permissions: pull-requests: write`. On a pull \
+             request from a fork the token is read-only whatever the workflow asks: keep the plan as an artifact \
+             there, or post it from a `workflow_run` or `pull_request_target` job, which has a write token, so run \
+             nothing from the fork there but winfleet)"
         ),
         "{err}"
     );

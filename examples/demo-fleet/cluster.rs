@@ -12,6 +12,13 @@
 //! signs once winfleet approves it. The nodes simulate reboots: the shim
 //! stops their services, gives them a new boot id and starts them.
 //!
+//! The Machine API is the one the tests use (tests/support/machine_provider.rs):
+//! it creates a Machine per replica of each Windows MachineSet winfleet
+//! applies, boots a "VM" for it (a stopped sshd node of the same fleet,
+//! started with the key the `windows-user-data` Secret authorizes), moves
+//! its phase and sets its nodeRef once its Node registers. winfleet
+//! configures each Provisioned Machine as it does an instance.
+//!
 //! Everything shown is read back through the Kubernetes API, the same way
 //! for both servers.
 
@@ -24,11 +31,16 @@ use serde_json::{Value, json};
 use crate::controlplane::{self, Backend, TestApi};
 use crate::fleet::TestFleet;
 use crate::join_payload;
+use crate::machine_provider::Cloud;
 
 /// The infrastructure ID examples-repo's MachineSets carry.
 const INFRASTRUCTURE: &str = "prod-7xk2p";
 
 pub struct DemoCluster {
+    /// The Machine API and its cloud; its fleet holds the demo's nodes too
+    /// (the instances, after the VMs): one SSH port, key and known_hosts
+    /// for both, as on a real cluster. Stops before the API server.
+    pub cloud: Cloud,
     pub api: TestApi,
     pub payload: PathBuf,
     pub digest: String,
@@ -38,8 +50,10 @@ pub struct DemoCluster {
 
 impl DemoCluster {
     /// The real control plane when it is built here (or WINFLEET_DEMO_REAL
-    /// asks to build it), else the in-memory one; says which and why.
-    pub fn start(fleet: &TestFleet) -> Self {
+    /// asks to build it), else the in-memory one (says which and why); the
+    /// Machine API beside it with a cloud of `vms` VMs, and one node per
+    /// name in `hosts` for the instances.
+    pub fn start(hosts: &[String], vms: usize) -> Self {
         let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let backend = if std::env::var_os("WINFLEET_DEMO_SIMULATED").is_some() {
             println!("WINFLEET_DEMO_SIMULATED is set: the cluster is simulated");
@@ -76,13 +90,22 @@ impl DemoCluster {
             patch_status(&client, "Infrastructure", json!({"infrastructureName": INFRASTRUCTURE})).await;
             patch_status(&client, "Proxy", json!({"noProxy": ".cluster.local,10.128.0.0/14"})).await;
         });
-        for node in &fleet.nodes {
-            node.install_systemctl("units");
+        // The provider's loop is a task of the runtime.
+        let cloud = {
+            let _entered = runtime.enter();
+            Cloud::start_with_named_hosts(api.client(), vms, hosts)
+        };
+        for node in &cloud.fleet().nodes {
             node.simulate_reboots();
         }
-        let payload = join_payload::payload(fleet.dir());
+        let payload = join_payload::payload(&cloud.dir);
         let digest = winfleet::payload::Payload::load(&payload).unwrap().digest;
-        Self { api, payload, digest, runtime }
+        Self { cloud, api, payload, digest, runtime }
+    }
+
+    /// Runs `f` on the fleet (the VMs, then the instances' nodes).
+    pub fn with_fleet<R>(&self, f: impl FnOnce(&TestFleet) -> R) -> R {
+        f(&self.cloud.fleet())
     }
 
     /// How the demo names the cluster in what it prints.
@@ -176,16 +199,35 @@ impl DemoCluster {
         out
     }
 
-    /// The MachineSets winfleet created, with their replicas.
+    /// The MachineSets winfleet created, with their replicas and how many
+    /// are ready (as the Machine API counts them).
     pub fn machinesets(&self) -> String {
         let mut out = String::new();
         for set in self.list("machine.openshift.io/v1beta1", "MachineSet") {
             let _ = writeln!(
                 out,
-                "  {}/{} replicas {}",
+                "  {}/{} replicas {}, ready {}",
                 set["metadata"]["namespace"].as_str().unwrap_or_default(),
                 set["metadata"]["name"].as_str().unwrap_or_default(),
-                set["spec"]["replicas"]
+                set["spec"]["replicas"],
+                set["status"]["readyReplicas"].as_u64().unwrap_or(0)
+            );
+        }
+        out
+    }
+
+    /// The Machines the Machine API created, as `oc get machines` shows
+    /// them: phase, address and Node.
+    pub fn machines(&self) -> String {
+        let mut out = String::from("  NAME                                  PHASE        ADDRESS         NODE\n");
+        for machine in self.list("machine.openshift.io/v1beta1", "Machine") {
+            let _ = writeln!(
+                out,
+                "  {:<37} {:<12} {:<15} {}",
+                machine["metadata"]["name"].as_str().unwrap_or_default(),
+                machine["status"]["phase"].as_str().unwrap_or("-"),
+                machine["status"]["addresses"][0]["address"].as_str().unwrap_or("-"),
+                machine["status"]["nodeRef"]["name"].as_str().unwrap_or("-"),
             );
         }
         out

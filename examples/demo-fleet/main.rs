@@ -8,12 +8,16 @@
 //!
 //! As root, the daemon also works against a cluster ([`cluster`]): a real
 //! control plane (kube-apiserver, kube-controller-manager, etcd) where Go is
-//! installed, else a simulated one, and the demo says which. The instances
-//! join as Nodes (their kubelet is the tests' fake kubelet), winfleet sets
-//! their metadata and creates the MachineSets, and the merged change adds a
-//! proxy, which takes a safe reboot of each node in turn. As anyone else the
-//! nodes cannot have their own host names and boot ids, and the daemon runs
-//! SSH-only.
+//! installed, else a simulated one, and the demo says which, with the
+//! Machine API the tests use (tests/support/machine_provider.rs). The
+//! instances join as Nodes (their kubelet is the tests' fake kubelet),
+//! winfleet sets their metadata and creates the MachineSets (one replica
+//! each here), the Machine API creates their Machines and boots their VMs,
+//! winfleet configures those into Nodes too, and the merged change adds a
+//! proxy, which takes a safe reboot of each node in turn. The demo ends
+//! with every instance and MachineSet Ready (`winfleet status` exits 0).
+//! As anyone else the nodes cannot have their own host names and boot ids:
+//! the daemon runs SSH-only, and the repository has no MachineSets.
 //!
 //! `cargo run --example demo-fleet -- <path to winfleet> [NODES]`
 //! (scripts/demo.sh runs it).
@@ -33,6 +37,9 @@ mod fleet;
 mod join_payload;
 #[path = "../../tests/support/kubelet.rs"]
 mod kubelet;
+#[path = "../../tests/support/machine_provider.rs"]
+mod machine_provider;
+mod nodes;
 #[path = "../../tests/support/port.rs"]
 mod port;
 
@@ -45,6 +52,10 @@ use std::time::{Duration, Instant};
 use hmac::{KeyInit, Mac};
 
 const SECRET: &str = "demo-webhook-secret";
+
+/// examples-repo's MachineSets; the demo runs each at one replica (a VM
+/// each), so the Machine path takes a minute, not five.
+const MACHINE_SETS: [&str; 2] = ["machinesets/winworker-aws.yaml", "machinesets/winworker-vsphere.yaml"];
 
 fn git(dir: &Path, args: &[&str]) -> String {
     let out = Command::new("git")
@@ -96,6 +107,26 @@ fn wait_applied(bare: &Path, daemon: &mut Child) {
     }
 }
 
+/// Waits until `winfleet status` on `bare` says all Ready (exit code 0):
+/// the Machines take a few rounds after the revision is applied.
+fn wait_ready(winfleet: &str, bare: &Path, daemon: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(300);
+    loop {
+        let status = Command::new(winfleet)
+            .args(["status", "--repo-url", &format!("file://{}", bare.display())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        if status.success() {
+            return;
+        }
+        assert!(daemon.try_wait().unwrap().is_none(), "the daemon exited");
+        assert!(Instant::now() < deadline, "not all Ready within 300 s");
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 /// The repository root (tests/support/controlplane.rs finds its Go sources
 /// and binary from it).
 fn root() -> PathBuf {
@@ -112,38 +143,62 @@ fn main() {
         kubelet::main_from_env();
         return;
     }
+    // `winfleet status`'s exit code, once the demo's fleet, cluster and
+    // files are gone: scripts/demo.sh fails unless all is Ready.
+    let code = run();
+    std::process::exit(code);
+}
+
+/// The demo; `winfleet status`'s exit code at the end.
+fn run() -> i32 {
     let mut args = std::env::args().skip(1);
     let winfleet = args.next().expect("usage: demo-fleet <winfleet binary> [NODES]");
     let nodes: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(3);
     let names: Vec<String> = (0..nodes).map(|i| format!("win-demo-{i}")).collect();
-    let fleet = if is_root() {
-        fleet::TestFleet::start_named(&names.iter().map(String::as_str).collect::<Vec<_>>())
-    } else {
-        fleet::TestFleet::start(nodes)
-    };
-    println!("demo fleet: {nodes} sshd nodes on {}..., port {}", fleet.nodes[0].address, fleet.port);
-    let cluster = is_root().then(|| cluster::DemoCluster::start(&fleet));
+    // As root, the fleet is the cloud's (the VMs first, then the nodes).
+    let cluster = is_root().then(|| cluster::DemoCluster::start(&names, MACHINE_SETS.len()));
+    let own = cluster.is_none().then(|| fleet::TestFleet::start(nodes));
+    let fleet = nodes::with_fleet(cluster.as_ref(), own.as_ref(), |f| nodes::Demo::of(f, names.len()));
     match &cluster {
-        Some(c) => println!("{}", c.describe()),
-        None => println!("not root: no cluster (the nodes need their own host names); the daemon runs SSH-only"),
+        Some(c) => {
+            println!(
+                "demo fleet: {nodes} sshd nodes on {}..., and {} stopped ones for the Machine API's VMs, port {}",
+                fleet.hosts[0],
+                MACHINE_SETS.len(),
+                fleet.port
+            );
+            println!("{}", c.describe());
+            println!(
+                "Machine API: the tests' provider (tests/support/machine_provider.rs): a Machine per replica of \
+                 each Windows MachineSet, a VM booted for it with the key the windows-user-data Secret authorizes"
+            );
+        }
+        None => {
+            println!("demo fleet: {nodes} sshd nodes on {}..., port {}", fleet.hosts[0], fleet.port);
+            println!(
+                "not root: no cluster (the nodes need their own host names); the daemon runs SSH-only, and the \
+                 repository has no MachineSets (they need the Machine API)"
+            );
+        }
     }
 
     // The config repository: examples-repo, with instances for the demo nodes.
-    let dir = fleet.dir();
+    let dir = fleet.dir.as_path();
     let (bare, work) = (dir.join("fleet.git"), dir.join("work"));
     git(dir, &["init", "-q", "--bare", "-b", "main", bare.to_str().unwrap()]);
     let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples-repo");
     for sub in ["mirrors", "machinesets", "instances", "services"] {
         std::fs::create_dir_all(work.join(sub)).unwrap();
     }
-    for file in [
-        "mirrors/idms.yaml",
-        "mirrors/itms.yaml",
-        "mirrors/pause-idms.yaml",
-        "machinesets/winworker-aws.yaml",
-        "machinesets/winworker-vsphere.yaml",
-    ] {
+    for file in ["mirrors/idms.yaml", "mirrors/itms.yaml", "mirrors/pause-idms.yaml"] {
         std::fs::copy(examples.join(file), work.join(file)).unwrap();
+    }
+    if cluster.is_some() {
+        for file in MACHINE_SETS {
+            let text = std::fs::read_to_string(examples.join(file)).unwrap();
+            let one = text.lines().map(|l| if l.starts_with("  replicas: ") { "  replicas: 1" } else { l });
+            std::fs::write(work.join(file), one.collect::<Vec<_>>().join("\n") + "\n").unwrap();
+        }
     }
     let payload = cluster.as_ref().map(cluster::DemoCluster::fleet_yaml).unwrap_or_default();
     std::fs::write(
@@ -157,8 +212,8 @@ fn main() {
     let mut list = String::from(
         "apiVersion: winfleet.io/v1alpha1\nkind: WindowsInstanceList\nmetadata:\n  name: demo\nspec:\n  instances:\n",
     );
-    for node in &fleet.nodes {
-        let _ = writeln!(list, "  - address: {}\n    labels: {{example.com/team: payments}}", node.address);
+    for address in &fleet.hosts {
+        let _ = writeln!(list, "  - address: {address}\n    labels: {{example.com/team: payments}}");
     }
     std::fs::write(work.join("instances/demo.yaml"), list).unwrap();
     git(&work, &["init", "-q", "-b", "main"]);
@@ -166,6 +221,9 @@ fn main() {
     git(&work, &["commit", "-qm", "The demo fleet"]);
     git(&work, &["push", "-q", bare.to_str().unwrap(), "main"]);
     println!("config repository: file://{} (main)", bare.display());
+    if cluster.is_some() {
+        println!("(examples-repo's mirror sets and MachineSets, the MachineSets at one replica each)");
+    }
 
     // The daemon.
     let secret = dir.join("webhook-secret");
@@ -189,15 +247,23 @@ fn main() {
         .stderr(Stdio::inherit())
         .spawn()
         .unwrap();
+    let started = Instant::now();
     wait_applied(&bare, &mut daemon);
+    wait_ready(&winfleet, &bare, &mut daemon);
     if let Some(c) = &cluster {
-        println!("\n== the {} after the first round: the instances joined", c.label());
+        println!(
+            "\n== the {} {:.0} s later, all Ready: the instances joined; the Machine API made a Machine per \
+             replica, winfleet configured each into a Node",
+            c.label(),
+            started.elapsed().as_secs_f64()
+        );
         println!("-- Nodes\n{}", c.nodes());
         println!(
             "-- CertificateSigningRequests (the fake kubelets asked; winfleet approved what it could match)\n{}",
             c.csrs()
         );
         println!("-- MachineSets (created from machinesets/)\n{}", c.machinesets());
+        println!("-- Machines (the Machine API's)\n{}", c.machines());
     }
 
     println!("\n== a merged pull request: the pause mirror moves, an egress proxy; GitHub notifies the webhook");
@@ -214,6 +280,7 @@ fn main() {
     println!("webhook answered: {}", notify(webhook));
     wait_applied(&bare, &mut daemon);
     println!("(applied and status committed {:.1} s after the merge)", merged.elapsed().as_secs_f64());
+    wait_ready(&winfleet, &bare, &mut daemon);
     if let Some(c) = &cluster {
         println!("\n== the {} after the change: a safe reboot of each node, one at a time", c.label());
         println!(
@@ -221,41 +288,28 @@ fn main() {
         );
         println!("{}", c.events(&["Cordoned", "Rebooting", "Rebooted", "RebootFailed", "DrainFailed"]));
         println!("-- Nodes\n{}", c.nodes());
+        println!("-- Machines\n{}", c.machines());
     }
 
     let _ = Command::new("kill").args(["-TERM", &daemon.id().to_string()]).status();
     let status = daemon.wait().unwrap();
     println!("(daemon stopped on SIGTERM: {status})");
 
-    let node = &fleet.nodes[0];
-    println!("\n== files on {} (its home directory)", node.address);
-    for (path, _) in node.files() {
-        if !path.ends_with("session.pids") {
-            println!("  {path}");
-        }
-    }
-    let hosts = "certs.d/mcr.microsoft.com/hosts.toml";
-    println!("-- {hosts}:\n{}", node.read(hosts).unwrap_or_default());
-    let drop_in = "systemd/90-winfleet-environment.conf";
-    if let Some(text) = node.read(drop_in) {
-        println!("-- {drop_in} (the proxy variables; they take effect at the next boot, hence the reboot):\n{text}");
-    }
+    let first = fleet.hosts[0].clone();
+    print!("{}", nodes::with_fleet(cluster.as_ref(), own.as_ref(), |f| nodes::files(f, &first)));
     println!("== git log winfleet/status");
     print!("{}", git(&bare, &["log", "--format=%h %an%n    %s%n    %(trailers:only,unfold)", "winfleet/status"]));
     println!("== git show winfleet/status:status/summary.yaml");
     print!("{}", git(&bare, &["show", "winfleet/status:status/summary.yaml"]));
+    if let Some(c) = &cluster {
+        println!("\n== the MachineSets' Machines and their Nodes (the status below lists the MachineSets)");
+        print!("{}", c.machines());
+    }
     println!("\n== winfleet status --repo-url file://…/fleet.git");
     let status =
         Command::new(&winfleet).args(["status", "--repo-url", &format!("file://{}", bare.display())]).status().unwrap();
-    println!(
-        "(exit code {}: 0 = all Ready, 3 = something is not{})",
-        status.code().unwrap_or(-1),
-        if cluster.is_some() {
-            "; here the MachineSets stay Progressing: the demo has no Machine API to create their Machines"
-        } else {
-            "; here the MachineSets are Unknown, as there is no cluster"
-        }
-    );
+    println!("(exit code {}: 0 = all Ready, 3 = something is not)", status.code().unwrap_or(-1));
+    status.code().unwrap_or(1)
 }
 
 const PROXY: &str = "apiVersion: config.openshift.io/v1\nkind: Proxy\nmetadata:\n  name: cluster\nspec:\n  httpProxy: http://proxy.corp.example:3128\n  httpsProxy: http://proxy.corp.example:3128\n";

@@ -98,8 +98,15 @@ impl Cloud {
     /// `win-byoh-<i>`, running, the fleet's user and key authorized: see
     /// [`Cloud::hosts`]); the cloud never gives them to a Machine.
     pub fn start_with_hosts(client: Client, vms: usize, hosts: usize) -> Self {
+        let hosts: Vec<String> = (0..hosts).map(|i| format!("win-byoh-{i}")).collect();
+        Self::start_with_named_hosts(client, vms, &hosts)
+    }
+
+    /// The same with one BYOH host per name in `hosts` (the demo names
+    /// its own).
+    pub fn start_with_named_hosts(client: Client, vms: usize, hosts: &[String]) -> Self {
         let mut names: Vec<String> = (0..vms).map(|i| format!("win-machine-{i}")).collect();
-        names.extend((0..hosts).map(|i| format!("win-byoh-{i}")));
+        names.extend(hosts.iter().cloned());
         let fleet = TestFleet::start_named(&names.iter().map(String::as_str).collect::<Vec<_>>());
         for node in &fleet.nodes {
             node.install_systemctl("units");

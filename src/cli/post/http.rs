@@ -109,7 +109,10 @@ pub fn refusal(forge: Forge, status: StatusCode, json: &Value, bytes: &[u8]) -> 
         StatusCode::UNAUTHORIZED => " (the token is missing, expired or wrong)",
         StatusCode::FORBIDDEN => match forge {
             Forge::Github => {
-                " (the token may not write pull request comments: give the workflow `permissions: pull-requests: write`)"
+                " (the token may not write pull request comments: give the workflow `permissions: pull-requests: write`. \
+                 On a pull request from a fork the token is read-only whatever the workflow asks: keep the plan as an \
+                 artifact there, or post it from a `workflow_run` or `pull_request_target` job, which has a write \
+                 token, so run nothing from the fork there but winfleet)"
             }
             Forge::Gitlab => {
                 " (the token may not write merge request notes: it needs the api scope and at least the Reporter role)"
