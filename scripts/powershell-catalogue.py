@@ -28,7 +28,7 @@ The commands catalogued are those already in the catalogue, plus --add NAME
 (repeatable); the .NET types likewise, plus --add-type Full.Name[::Member].
 A name no source has is kept under "not_found". Each entry
 records facts only (module, versions, parameters, their types, aliases,
-positions and parameter sets), each with the repository, commit and path
+accepted values, positions and parameter sets), each with the repository, commit and path
 it was read from; no prose is copied.
 
 Usage:
@@ -187,9 +187,11 @@ def parameters(text):
         if not blocks:
             continue
         aliases = sorted({a.strip() for b in blocks for a in b.get('Aliases', '').split(',') if a.strip()})
+        values = sorted({v.strip() for b in blocks for v in b.get('Accepted values', '').split(',') if v.strip()})
         params[pname] = {
             'type': blocks[0].get('Type', ''),
             'aliases': aliases,
+            'values': values,
             'blocks': [{
                 'sets': [s.strip() for s in b.get('Parameter Sets', '(All)').split(',') if s.strip()],
                 'required': b.get('Required', 'False').lower().startswith('true'),
@@ -211,6 +213,8 @@ def page(text, command):
     out_params = {}
     for pname, p in params.items():
         out_params[pname] = {'type': p['type'], 'aliases': p['aliases']}
+        if p['values']:
+            out_params[pname]['values'] = p['values']
     out_sets = {}
     for sname, s in sets.items():
         members = {}

@@ -194,3 +194,10 @@ fn every_catalogue_entry_names_the_repository_commit_and_file_it_was_read_from()
     }
     assert!(catalogue.not_found.is_empty() && dotnet.not_found.is_empty(), "a name no source has is in no script");
 }
+
+#[test]
+fn a_value_a_parameter_does_not_accept_is_found() {
+    assert_eq!(rules("Set-Service -Name 'sshd' -StartupType Automatc\n"), ["value", "value"]);
+    assert_eq!(rules("Set-NetFirewallRule -Name 'x' -Profile 'Domain,Privat'\n"), ["value", "value"]);
+    assert!(rules("Set-NetFirewallRule -Name 'x' -Profile 'Domain,Private' -Enabled True\n").is_empty());
+}

@@ -98,6 +98,10 @@ pub struct Parameter {
     pub ty: String,
     /// Its aliases.
     pub aliases: Vec<String>,
+    /// The values it accepts, when the page lists them (an enumeration's
+    /// names, a `ValidateSet`).
+    #[serde(default)]
+    pub values: Vec<String>,
 }
 
 impl Parameter {

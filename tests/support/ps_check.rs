@@ -20,6 +20,8 @@
 //!   CommandAllowList holds the script's own functions (the generated
 //!   calls of `Set-WfFile` and the like pass typed values by position, the
 //!   function's declaration two hundred lines up names them);
+//! - `value`: a value written out for a parameter whose page lists the
+//!   values it accepts (an enumeration's names) is one of them;
 //! - `dotnet`: every `[Type]` and `New-Object Type` is a type of .NET
 //!   Framework 4.x (or a PowerShell type accelerator) and every
 //!   `[Type]::Member` a member that type declares;
@@ -157,7 +159,20 @@ fn function(node: Node<'_>, script: &str) -> Function {
 /// attached with `:`) and the other elements.
 enum Element {
     Named { name: String, attached: bool },
-    Other { splat: bool },
+    Other { splat: bool, literal: Option<String> },
+}
+
+/// A value written out in the script: a bare word, or a string without
+/// anything expanded in it.
+fn literal(text: &str) -> Option<String> {
+    let bare = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "_.,-".contains(c));
+    if let Some(inner) = text.strip_prefix('\'').and_then(|t| t.strip_suffix('\'')) {
+        return (!inner.contains('\'')).then(|| inner.to_owned());
+    }
+    if let Some(inner) = text.strip_prefix('"').and_then(|t| t.strip_suffix('"')) {
+        return (!inner.contains(['"', '$', '`'])).then(|| inner.to_owned());
+    }
+    (bare(text) && !text.starts_with('-')).then(|| text.to_owned())
 }
 
 fn elements(node: Node<'_>, script: &str) -> Vec<Element> {
@@ -171,7 +186,10 @@ fn elements(node: Node<'_>, script: &str) -> Vec<Element> {
                 let attached = t.ends_with(':');
                 Element::Named { name: t.trim_start_matches('-').trim_end_matches(':').to_owned(), attached }
             } else {
-                Element::Other { splat: t.starts_with('@') && !t.starts_with("@(") && !t.starts_with("@{") }
+                Element::Other {
+                    splat: t.starts_with('@') && !t.starts_with("@(") && !t.starts_with("@{"),
+                    literal: literal(t),
+                }
             }
         })
         .collect()
@@ -312,7 +330,7 @@ fn by_position(given: &[Element]) -> usize {
 /// arguments without a parameter name before them (pipeline input counts
 /// as one when the command is not the pipeline's first).
 fn positional(name: &str, given: &[Element], node: Node<'_>, at: usize, findings: &mut Vec<Finding>) {
-    if given.iter().any(|e| matches!(e, Element::Other { splat: true })) {
+    if given.iter().any(|e| matches!(e, Element::Other { splat: true, .. })) {
         return;
     }
     let count = usize::from(piped(node)) + by_position(given);
@@ -355,6 +373,23 @@ fn cmdlet(
                         named.insert(full.clone());
                         if !attached && !d.is_switch() {
                             i += 1; // its value
+                            if let Some(Element::Other { literal: Some(value), .. }) = given.get(i)
+                                && !d.values.is_empty()
+                            {
+                                for part in value.split(',').map(str::trim) {
+                                    if !d.values.iter().any(|v| v.eq_ignore_ascii_case(part)) {
+                                        findings.push(Finding {
+                                            line: at,
+                                            rule: "value",
+                                            message: format!(
+                                                "{name} -{full} does not accept {part:?} on Windows Server {target} \
+                                                 (it accepts {}; {source})",
+                                                d.values.join(", ")
+                                            ),
+                                        });
+                                    }
+                                }
+                            }
                         }
                     }
                     None if catalogue.common(p).is_some() => {
@@ -380,7 +415,7 @@ fn cmdlet(
                     }
                 }
             }
-            Element::Other { splat: s } => {
+            Element::Other { splat: s, .. } => {
                 splat |= *s;
                 positional += 1;
             }
