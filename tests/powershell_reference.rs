@@ -201,3 +201,48 @@ fn a_value_a_parameter_does_not_accept_is_found() {
     assert_eq!(rules("Set-NetFirewallRule -Name 'x' -Profile 'Domain,Privat'\n"), ["value", "value"]);
     assert!(rules("Set-NetFirewallRule -Name 'x' -Profile 'Domain,Private' -Enabled True\n").is_empty());
 }
+
+/// The kept session (`powershell.exe … -Command -`, docs/powershell.md
+/// "The kept session's contract"): Windows PowerShell 5.1 reads standard
+/// input one statement at a time as if typed at the prompt, so a statement
+/// spread over lines waits for an empty line (PowerShell/PowerShell#3223)
+/// and a brace on the next line ends a statement early (#2068). Each line
+/// winfleet sends is therefore one complete statement on one line, run
+/// with `&` (a child scope: a script's variables and `$ErrorActionPreference`
+/// stay out of the next script's way), in a session that fails a prompt
+/// instead of waiting for it (`-NonInteractive`); in ASCII (base64), so
+/// the console's input code page cannot change a byte.
+#[test]
+fn each_line_the_kept_session_gets_is_one_complete_statement_in_a_child_scope() {
+    use winfleet::dialect::powershell;
+    let command = powershell::COMMAND;
+    assert!(command.ends_with(" -Command -"), "{command}");
+    for switch in ["-NoProfile", "-NonInteractive"] {
+        assert!(command.split(' ').any(|w| w == switch), "{command} has {switch}");
+    }
+    let mut lines: Vec<(String, String)> = support::ps_scripts::all()
+        .into_iter()
+        .filter(|(name, _)| name.ends_with(".ps1") && !name.contains("network-conf"))
+        .map(|(name, script)| (name, powershell::wrap(&script)))
+        .collect();
+    lines.push(("the end line".into(), (powershell::INTERPRETER.end_line)(b"\0winfleet-end\0")));
+    assert!(lines.len() > 5, "{lines:?}");
+    for (name, line) in &lines {
+        assert!(line.ends_with("\r\n") && line.matches('\n').count() == 1, "{name}: one line, CRLF");
+        assert!(line.is_ascii(), "{name}: ASCII only, whatever the console's input code page");
+        assert!(line.starts_with("& (") || line.starts_with("& {"), "{name}: run with &, in a child scope");
+        support::powershell::check(line).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let tree = support::powershell::parse(line);
+        let root = tree.root_node();
+        let mut cursor = root.walk();
+        let statements: Vec<_> = root
+            .named_children(&mut cursor)
+            .filter(|n| n.kind() == "statement_list")
+            .flat_map(|list| {
+                let mut c = list.walk();
+                list.named_children(&mut c).map(|s| s.kind().to_owned()).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(statements, ["pipeline"], "{name}: one statement");
+    }
+}
