@@ -43,10 +43,10 @@ import subprocess
 import sys
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / 'tests/fixtures/powershell-reference/catalogue.json'
-# Windows PowerShell 5.1 ships with Windows Server 2016 and later
-# (PowerShell-Docs: reference/docs-conceptual/windows-powershell/install/
-# Installing-Windows-PowerShell.md); the docsets name the versions of the
-# Windows Server modules.
+# Windows PowerShell 5.1 was "Released in Windows 10 Anniversary Update and
+# Windows Server 2016" (PowerShell-Docs: reference/docs-conceptual/install/
+# PowerShell-Support-Lifecycle.md) and is every later Windows Server's; the
+# docsets name the versions of the Windows Server modules.
 WS_DOCSETS = ['2016', '2019', '2022', '2025']
 # The versions the scripts must run on (WMCO supports Windows Server 2019 and 2022).
 TARGETS = ['2019', '2022']
@@ -276,8 +276,11 @@ def catalogue_command(command, ps, ws):
     for p in pages:
         if not p['also']:
             p.pop('also')
-    module = pages[-1]['module'] if pages else versions[-1] and front_matter(
-        ws.show(find(ws, f'docset/winserver{versions[-1]}-ps/', command)[0])).get('module name', '')
+    if pages:
+        module = pages[-1]['module']
+    else:  # documented only for versions the scripts do not target
+        newest = find(ws, f'docset/winserver{versions[-1]}-ps/', command)[0]
+        module = front_matter(ws.show(newest)).get('module name', '')
     return {'module': module, 'windows': versions, 'aliases': [], 'pages': pages}
 
 
