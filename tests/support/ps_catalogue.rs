@@ -84,10 +84,21 @@ pub struct Page {
     pub windows: Vec<String>,
     /// Where it was read.
     pub source: Source,
+    /// The same facts read from the other versions' pages.
+    #[serde(default)]
+    pub also: Vec<Source>,
     /// Parameters by name.
     pub parameters: BTreeMap<String, Parameter>,
     /// Parameter sets by name.
     pub sets: BTreeMap<String, Set>,
+}
+
+impl Page {
+    /// The file this page's facts were read from for Windows Server `target`.
+    pub fn path_for(&self, target: &str) -> &str {
+        let docset = format!("winserver{target}-ps/");
+        self.also.iter().find(|s| s.path.contains(&docset)).map_or(self.source.path.as_str(), |s| s.path.as_str())
+    }
 }
 
 /// A parameter.

@@ -356,7 +356,7 @@ fn cmdlet(
     at: usize,
     findings: &mut Vec<Finding>,
 ) {
-    let source = &page.source.path;
+    let source = page.path_for(target);
     let mut named: BTreeSet<String> = BTreeSet::new();
     let mut positional = 0usize;
     let mut splat = false;
