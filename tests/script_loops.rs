@@ -11,53 +11,9 @@
 
 mod support;
 
-use std::path::Path;
-
-use winfleet::render::user_data::{Platform, render};
-
-const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl";
-
-/// Every fixture file under `dir` (recursively), as (path, text).
-fn files(dir: &Path, out: &mut Vec<(String, String)>) {
-    let mut entries: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
-    entries.sort();
-    for path in entries {
-        if path.is_dir() {
-            files(&path, out);
-        } else if let Ok(text) = std::fs::read_to_string(&path) {
-            out.push((path.display().to_string(), text));
-        }
-    }
-}
-
-/// The script inside tagged user data (`<powershell>…</powershell>`).
-fn untagged(text: &str) -> &str {
-    text.strip_prefix("<powershell>\n").and_then(|s| s.split_once("</powershell>")).map_or(text, |(s, _)| s)
-}
-
-fn powershell_scripts() -> Vec<(String, String)> {
-    let mut all = Vec::new();
-    files(&support::fixture(""), &mut all);
-    let mut scripts: Vec<(String, String)> = all
-        .into_iter()
-        .filter(|(path, text)| {
-            path.ends_with(".ps1")
-                || path.ends_with(".psm1")
-                || text.starts_with("<powershell>")
-                || text.starts_with("# winfleet user data")
-        })
-        .map(|(path, text)| (path, untagged(&text).to_owned()))
-        .collect();
-    for platform in [Platform::None, Platform::Gcp, Platform::Aws] {
-        let text = render(KEY, platform).unwrap();
-        scripts.push((format!("user data ({platform:?})"), untagged(&text).to_owned()));
-    }
-    scripts
-}
-
 #[test]
 fn every_retry_loop_of_a_generated_powershell_script_is_bounded_and_sleeps() {
-    let scripts = powershell_scripts();
+    let scripts = support::ps_scripts::all();
     for kind in ["network-conf.ps1", "trusted-ca", "containers", "user data", "powershell-apply.ps1"] {
         assert!(scripts.iter().any(|(p, _)| p.contains(kind)), "{kind} is among the scripts walked");
     }
@@ -165,7 +121,7 @@ fn shortened_list(condition: &str) -> Option<&str> {
 #[test]
 fn every_loop_of_a_generated_posix_script_reads_a_list_or_is_bounded_and_sleeps() {
     let mut all = Vec::new();
-    files(&support::fixture(""), &mut all);
+    support::ps_scripts::files(&support::fixture(""), &mut all);
     let scripts: Vec<_> = all.into_iter().filter(|(p, _)| p.ends_with(".sh")).collect();
     assert!(scripts.iter().any(|(p, _)| p.contains("trusted-ca")), "the trust scripts are walked");
     let mut failures = Vec::new();
