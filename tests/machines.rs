@@ -10,7 +10,7 @@
 mod support;
 
 use support::controlplane::Backend;
-use support::machine_bench::{MAPI, MachineBench, SET, machine_set_ready};
+use support::machine_bench::{MAPI, MachineApi, MachineBench, SET, machine_set_ready};
 use winfleet::reconcile::machines::MachineStep;
 use winfleet::reconcile::report::RoundReport;
 use winfleet::status::model::MachineSetPhase;
@@ -216,7 +216,17 @@ async fn csrs_another_approver_decides_first_or_a_409_on_approval_are_no_error()
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_set_scaled_from_0_to_2_becomes_ready_nodes_on_the_real_control_plane() {
-    let Some(mut bench) = MachineBench::start(Backend::Real, 2, Some(0)).await else { return };
+    scaled_from_0_to_2_on_the_real_control_plane(MachineApi::Model).await;
+}
+
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_set_scaled_from_0_to_2_becomes_ready_nodes_under_machine_api_operators_controllers() {
+    scaled_from_0_to_2_on_the_real_control_plane(MachineApi::Real).await;
+}
+
+async fn scaled_from_0_to_2_on_the_real_control_plane(machine_api: MachineApi) {
+    let Some(mut bench) = MachineBench::start_on(Backend::Real, machine_api, 2, 0, Some(0)).await else { return };
     let first = bench.round().await;
     assert!(!first.failed(), "{}", first.render_text());
     bench.scale_in_git(Some(2));

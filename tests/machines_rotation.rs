@@ -22,7 +22,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use support::controlplane::{Backend, resource};
-use support::machine_bench::{MAPI, MachineBench, SET, machine_set_ready};
+use support::machine_bench::{MAPI, MachineApi, MachineBench, SET, machine_set_ready};
 use winfleet::cluster::keys::KeyResult;
 use winfleet::reconcile::report::RoundReport;
 use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
@@ -164,17 +164,23 @@ async fn events(bench: &MachineBench) -> Vec<k8s_openapi::api::events::v1::Event
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_rotation_replaces_each_machine_only_once_the_last_replacement_is_a_ready_node_with_the_new_key() {
-    rotation_over_two_machines_and_two_hosts(Backend::InMemory).await;
+    rotation_over_two_machines_and_two_hosts(Backend::InMemory, MachineApi::Model).await;
 }
 
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_rotation_replaces_each_machine_one_at_a_time_on_the_real_control_plane() {
-    rotation_over_two_machines_and_two_hosts(Backend::Real).await;
+    rotation_over_two_machines_and_two_hosts(Backend::Real, MachineApi::Model).await;
 }
 
-async fn rotation_over_two_machines_and_two_hosts(backend: Backend) {
-    let Some(mut bench) = MachineBench::start_with_hosts(backend, 4, 2, Some(2)).await else { return };
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_key_rotation_replaces_each_machine_one_at_a_time_under_machine_api_operators_controllers() {
+    rotation_over_two_machines_and_two_hosts(Backend::Real, MachineApi::Real).await;
+}
+
+async fn rotation_over_two_machines_and_two_hosts(backend: Backend, machine_api: MachineApi) {
+    let Some(mut bench) = MachineBench::start_on(backend, machine_api, 4, 2, Some(2)).await else { return };
     let byoh_joined = |r: &RoundReport| r.cluster.as_ref().is_some_and(|c| c.associated.len() == 4);
     bench.rounds_until(60, |r| machine_set_ready(r) && byoh_joined(r)).await;
     let client = bench.api.client();

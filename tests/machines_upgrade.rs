@@ -21,7 +21,7 @@ use serde_json::Value;
 use support::apiserver::ApiServer;
 use support::controlplane::{Backend, TestApi};
 use support::join_payload::executable;
-use support::machine_bench::{MachineBench, SET, machine_set_ready};
+use support::machine_bench::{MachineApi, MachineBench, SET, machine_set_ready};
 use tokio_util::sync::CancellationToken;
 use winfleet::cluster::UPGRADING_ANNOTATION;
 use winfleet::cluster::upgrade::UpgradeResult;
@@ -332,7 +332,17 @@ async fn machine_backed_and_byoh_nodes_share_one_disruption_budget() {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_payload_pin_upgrades_machine_backed_nodes_in_place_on_the_real_control_plane() {
-    let Some(mut bench) = MachineBench::start(Backend::Real, 2, Some(2)).await else { return };
+    upgrade_in_place_on_the_real_control_plane(MachineApi::Model).await;
+}
+
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_payload_pin_upgrades_machine_backed_nodes_in_place_under_machine_api_operators_controllers() {
+    upgrade_in_place_on_the_real_control_plane(MachineApi::Real).await;
+}
+
+async fn upgrade_in_place_on_the_real_control_plane(machine_api: MachineApi) {
+    let Some(mut bench) = MachineBench::start_on(Backend::Real, machine_api, 2, 0, Some(2)).await else { return };
     bench.rounds_until(60, machine_set_ready).await;
     let before = machines(&bench).await;
     let mut nodes: Vec<String> = before.values().map(|(_, node)| node.clone()).collect();

@@ -12,8 +12,9 @@
 //! signs once winfleet approves it. The nodes simulate reboots: the shim
 //! stops their services, gives them a new boot id and starts them.
 //!
-//! The Machine API is the one the tests use (tests/support/machine_provider.rs):
-//! it creates a Machine per replica of each Windows MachineSet winfleet
+//! The Machine API is the one the tests use (the model,
+//! tests/support/machine_model.rs, over the cloud of
+//! tests/support/machine_provider.rs): it creates a Machine per replica of each Windows MachineSet winfleet
 //! applies, boots a "VM" for it (a stopped sshd node of the same fleet,
 //! started with the key the `windows-user-data` Secret authorizes), moves
 //! its phase and sets its nodeRef once its Node registers. winfleet

@@ -9,8 +9,8 @@
 //! As root, the daemon also works against a cluster ([`cluster`]): a real
 //! control plane (kube-apiserver, kube-controller-manager, etcd) where Go is
 //! installed, else a simulated one, and the demo says which, with the
-//! Machine API the tests use (tests/support/machine_provider.rs). The
-//! instances join as Nodes (their kubelet is the tests' fake kubelet),
+//! Machine API the tests use (the model, tests/support/machine_model.rs,
+//! over the cloud of tests/support/machine_provider.rs). The instances join as Nodes (their kubelet is the tests' fake kubelet),
 //! winfleet sets their metadata and creates the MachineSets (one replica
 //! each here), the Machine API creates their Machines and boots their VMs,
 //! winfleet configures those into Nodes too, and the merged change adds a
@@ -37,6 +37,8 @@ mod fleet;
 mod join_payload;
 #[path = "../../tests/support/kubelet.rs"]
 mod kubelet;
+#[path = "../../tests/support/machine_model.rs"]
+mod machine_model;
 #[path = "../../tests/support/machine_provider.rs"]
 mod machine_provider;
 mod nodes;
@@ -169,7 +171,7 @@ fn run() -> i32 {
             );
             println!("{}", c.describe());
             println!(
-                "Machine API: the tests' provider (tests/support/machine_provider.rs): a Machine per replica of \
+                "Machine API: the tests' model (tests/support/machine_model.rs): a Machine per replica of \
                  each Windows MachineSet, a VM booted for it with the key the windows-user-data Secret authorizes"
             );
         }

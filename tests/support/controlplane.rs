@@ -78,7 +78,8 @@ fn sources() -> PathBuf {
     super::root().join("tests/controlplane")
 }
 
-fn newest_source(dir: &Path) -> SystemTime {
+/// The newest modification time under `dir` (a Go module's sources).
+pub fn newest_source(dir: &Path) -> SystemTime {
     let mut newest = SystemTime::UNIX_EPOCH;
     for entry in std::fs::read_dir(dir).unwrap() {
         let entry = entry.unwrap();
@@ -89,7 +90,8 @@ fn newest_source(dir: &Path) -> SystemTime {
     newest
 }
 
-fn go_available() -> bool {
+/// Whether `go` runs here.
+pub fn go_available() -> bool {
     Command::new("go").arg("version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok_and(|s| s.success())
 }
 

@@ -1,7 +1,9 @@
-//! The Machine bench: a test API server, the Machine provider and cloud of
-//! [`super::machine_provider`] beside it, a payload whose kubelet is the
-//! fake kubelet, and a config repository with a posix services manifest
-//! and one Windows MachineSet (no instance listed).
+//! The Machine bench: a test API server, the cloud of
+//! [`super::machine_provider`] beside it driven by a Machine API (the
+//! project's model or machine-api-operator's real controllers:
+//! [`MachineApi`]), a payload whose kubelet is the fake kubelet, and a
+//! config repository with a posix services manifest and one Windows
+//! MachineSet (no instance listed).
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
@@ -25,6 +27,16 @@ use super::machine_provider::Cloud;
 pub const SET: &str = "winworker";
 pub const MS: &str = "machine.openshift.io/v1beta1";
 pub const MAPI: &str = "openshift-machine-api";
+
+/// Which Machine API drives the cloud.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MachineApi {
+    /// The project's model (tests/support/machine_model.rs), on either API server.
+    Model,
+    /// machine-api-operator's controllers (tests/support/machine_api_real.rs),
+    /// on the real control plane only.
+    Real,
+}
 
 pub struct MachineBench {
     pub cloud: Cloud,
@@ -62,8 +74,27 @@ impl MachineBench {
     /// The same with `hosts` BYOH hosts listed in the repository beside
     /// the MachineSet ([`Cloud::start_with_hosts`]).
     pub async fn start_with_hosts(backend: Backend, vms: usize, hosts: usize, replicas: Option<u32>) -> Option<Self> {
+        Self::start_on(backend, MachineApi::Model, vms, hosts, replicas).await
+    }
+
+    /// The bench with `machine_api` driving the cloud (`MachineApi::Real`
+    /// needs `Backend::Real`).
+    pub async fn start_on(
+        backend: Backend,
+        machine_api: MachineApi,
+        vms: usize,
+        hosts: usize,
+        replicas: Option<u32>,
+    ) -> Option<Self> {
+        assert!(
+            machine_api == MachineApi::Model || backend == Backend::Real,
+            "the real Machine API needs the real control plane"
+        );
         let api = TestApi::start(backend).await?;
-        let cloud = Cloud::start_with_hosts(api.client(), vms, hosts);
+        let cloud = match machine_api {
+            MachineApi::Model => Cloud::start_with_hosts(api.client(), vms, hosts),
+            MachineApi::Real => Cloud::start_real(api.kubeconfig(), vms, hosts).await,
+        };
         let cluster = Cluster { client: api.client(), url: api.url().to_owned() };
         let payload = Arc::new(Payload::load(&payload(&cloud.dir)).unwrap());
         let repo = tempfile::tempdir().unwrap();

@@ -1,9 +1,13 @@
-//! A Machine API provider of the tests' own, beside the test API server:
-//! it plays the Machine API and the cloud for Windows MachineSets.
+//! The cloud of the Machine tests: a pool of VMs (sshd nodes) that
+//! Machines get, and the Machine API that drives it. The Machine API is
+//! either the project's own model of it (tests/support/machine_model.rs:
+//! [`Cloud::start_with_hosts`]) or OpenShift's real controllers, built from
+//! machine-api-operator by tests/machineapi, whose actuator asks this cloud
+//! for VMs over HTTP (tests/support/machine_api_real.rs: [`Cloud::start_real`]).
 //!
 //! A real cloud boots a Windows VM with the `windows-user-data` Secret as
 //! its user data, and the script authorizes the fleet's key. The posix
-//! test nodes cannot run PowerShell, so the provider reads the key out of
+//! test nodes cannot run PowerShell, so the cloud reads the key out of
 //! the script text as cloud-init reads its input: the one base64 string
 //! literal decoded ([`authorized_key`]). A Secret that does not authorize
 //! the fleet's key gives a VM the fleet cannot reach, as on a cloud.
@@ -12,18 +16,13 @@
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Node, Secret};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
-use kube::{Client, ResourceExt};
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use super::controlplane::resource;
 use super::fleet::TestFleet;
 
 /// The authorized_keys line the user data script installs: the decoded
@@ -36,9 +35,6 @@ pub fn authorized_key(user_data: &str) -> Option<String> {
     Some(line.trim().to_owned())
 }
 
-const NS: &str = "openshift-machine-api";
-const SET_LABEL: &str = "machine.openshift.io/cluster-api-machineset";
-
 /// What the cloud did, for assertions.
 #[derive(Clone, Debug, Default)]
 pub struct CloudLog {
@@ -48,6 +44,26 @@ pub struct CloudLog {
     pub deleted: Vec<String>,
     /// The provider's failed passes (an API error; it tries again).
     pub errors: Vec<String>,
+    /// Creates the cloud refused (a failure a test set), with the answer.
+    pub refused: Vec<(String, String)>,
+}
+
+/// The cloud's answer to a create it refuses.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// It may succeed later (capacity, a quota, an API hiccup).
+    Transient(String),
+    /// It never will (the Machine's configuration): the Machine fails.
+    Permanent(String),
+}
+
+/// A Machine's VM.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Vm {
+    /// Its InternalIP (the sshd node's loopback address).
+    pub address: String,
+    /// Its host name (the name its kubelet registers its Node under).
+    pub hostname: String,
 }
 
 #[derive(Default)]
@@ -55,22 +71,111 @@ struct State {
     /// Machine → VM slot.
     vms: BTreeMap<String, usize>,
     next_slot: usize,
-    next_name: u64,
     boot_delay: Duration,
     ignore_user_data: bool,
+    /// Refusals for the next creates, in order.
+    refusals: VecDeque<Refusal>,
     /// How many of the fleet's nodes are VMs (the rest are BYOH hosts).
     vm_count: usize,
     log: CloudLog,
 }
 
-/// The Machine API and the cloud, running beside a test API server until
-/// dropped. Its VMs are a pool of sshd nodes, each used once: created
-/// stopped, started (after the boot delay) when a Machine gets it, with
-/// the key its user data authorizes.
-pub struct Cloud {
+/// The VMs: a pool of sshd nodes, each used once: created stopped,
+/// started (after the boot delay) when a Machine gets it, with the key its
+/// user data authorizes. Cheap to clone (shared).
+#[derive(Clone)]
+pub struct Vms {
     fleet: Arc<Mutex<TestFleet>>,
     state: Arc<Mutex<State>>,
-    stop: CancellationToken,
+}
+
+impl Vms {
+    /// The VM of `machine`, created when it has none: the next of the
+    /// pool, authorizing the key `user_data` carries, its sshd started
+    /// after the boot delay. Idempotent: a create retried gets the same VM.
+    pub fn create(&self, machine: &str, user_data: Option<&str>) -> Result<Vm, Refusal> {
+        if let Some(vm) = self.get(machine) {
+            return Ok(vm);
+        }
+        let (slot, delay, key) = {
+            let mut s = self.state.lock().unwrap();
+            if let Some(refusal) = s.refusals.pop_front() {
+                let (Refusal::Transient(m) | Refusal::Permanent(m)) = &refusal;
+                s.log.refused.push((machine.to_owned(), m.clone()));
+                return Err(refusal);
+            }
+            if s.next_slot >= s.vm_count {
+                return Err(Refusal::Transient(format!("the cloud has no VM left for {machine}")));
+            }
+            let key = user_data.and_then(authorized_key).filter(|_| !s.ignore_user_data);
+            let slot = s.next_slot;
+            s.next_slot += 1;
+            s.vms.insert(machine.to_owned(), slot);
+            s.log.booted.push((machine.to_owned(), key.clone()));
+            (slot, s.boot_delay, key)
+        };
+        let vm = {
+            let fleet = self.fleet.lock().unwrap();
+            let node = &fleet.nodes[slot];
+            std::fs::write(node.dir.join("cloud_authorized_keys"), key.map(|k| format!("{k}\n")).unwrap_or_default())
+                .unwrap();
+            Vm { address: node.address.clone(), hostname: node.hostname.clone() }
+        };
+        let boot = Arc::clone(&self.fleet);
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let _ = tokio::task::spawn_blocking(move || boot.lock().unwrap().nodes[slot].start()).await;
+        });
+        Ok(vm)
+    }
+
+    /// The VM of `machine`, if it has one.
+    pub fn get(&self, machine: &str) -> Option<Vm> {
+        let slot = *self.state.lock().unwrap().vms.get(machine)?;
+        let fleet = self.fleet.lock().unwrap();
+        let node = &fleet.nodes[slot];
+        Some(Vm { address: node.address.clone(), hostname: node.hostname.clone() })
+    }
+
+    /// Deletes the VM of `machine` (its sshd stopped, with every service
+    /// it ran); its address, `None` when it had none. Blocks while sshd
+    /// stops: call it off the async threads. The log records it once
+    /// [`Vms::deleted`] is called (after what goes with the VM).
+    pub fn delete(&self, machine: &str) -> Option<String> {
+        let slot = *self.state.lock().unwrap().vms.get(machine)?;
+        let address = {
+            let mut fleet = self.fleet.lock().unwrap();
+            fleet.nodes[slot].stop();
+            fleet.nodes[slot].address.clone()
+        };
+        self.state.lock().unwrap().vms.remove(machine);
+        Some(address)
+    }
+
+    /// Records that the VM of `machine` is gone, with what went with it.
+    pub fn deleted(&self, machine: &str) {
+        self.state.lock().unwrap().log.deleted.push(machine.to_owned());
+    }
+
+    /// The Machines that have a VM.
+    pub fn machines(&self) -> Vec<String> {
+        self.state.lock().unwrap().vms.keys().cloned().collect()
+    }
+
+    /// Records a failed pass of the Machine API's model.
+    pub fn record_error(&self, error: String) {
+        self.state.lock().unwrap().log.errors.push(error);
+    }
+}
+
+/// The Machine API and the cloud, running beside a test API server until
+/// dropped.
+pub struct Cloud {
+    pub(crate) vms: Vms,
+    pub(crate) stop: CancellationToken,
+    /// The real Machine API controllers' process, when they drive the
+    /// cloud (dropped, it is stopped).
+    pub(crate) controllers: Option<super::machine_api_real::MachineApiProcess>,
     /// The fleet's private key.
     pub key: PathBuf,
     /// The known_hosts pinning every VM's host key.
@@ -88,23 +193,19 @@ impl Drop for Cloud {
 }
 
 impl Cloud {
-    /// A pool of `vms` VMs (sshd nodes named `win-machine-<i>`, stopped),
-    /// and the provider running against `client`.
-    pub fn start(client: Client, vms: usize) -> Self {
-        Self::start_with_hosts(client, vms, 0)
-    }
-
-    /// The same with `hosts` BYOH hosts beside the VMs (sshd nodes named
-    /// `win-byoh-<i>`, running, the fleet's user and key authorized: see
-    /// [`Cloud::hosts`]); the cloud never gives them to a Machine.
-    pub fn start_with_hosts(client: Client, vms: usize, hosts: usize) -> Self {
+    /// A pool of `vms` VMs (sshd nodes named `win-machine-<i>`, stopped)
+    /// and `hosts` BYOH hosts beside them (sshd nodes named `win-byoh-<i>`,
+    /// running, the fleet's user and key authorized: see [`Cloud::hosts`];
+    /// the cloud never gives them to a Machine). No Machine API drives it
+    /// yet.
+    pub(crate) fn pool(vms: usize, hosts: usize) -> Self {
         let hosts: Vec<String> = (0..hosts).map(|i| format!("win-byoh-{i}")).collect();
-        Self::start_with_named_hosts(client, vms, &hosts)
+        Self::pool_named(vms, &hosts)
     }
 
     /// The same with one BYOH host per name in `hosts` (the demo names
     /// its own).
-    pub fn start_with_named_hosts(client: Client, vms: usize, hosts: &[String]) -> Self {
+    pub(crate) fn pool_named(vms: usize, hosts: &[String]) -> Self {
         let mut names: Vec<String> = (0..vms).map(|i| format!("win-machine-{i}")).collect();
         names.extend(hosts.iter().cloned());
         let fleet = TestFleet::start_named(&names.iter().map(String::as_str).collect::<Vec<_>>());
@@ -129,214 +230,62 @@ impl Cloud {
         }
         let (key, known_hosts, fleet_yaml, dir) =
             (fleet.key.clone(), fleet.known_hosts.clone(), fleet.fleet_yaml(), fleet.dir().to_owned());
-        let cloud = Cloud {
-            fleet: Arc::new(Mutex::new(fleet)),
-            state: Arc::new(Mutex::new(State { vm_count: vms, ..State::default() })),
+        let state = State { vm_count: vms, ..State::default() };
+        Cloud {
+            vms: Vms { fleet: Arc::new(Mutex::new(fleet)), state: Arc::new(Mutex::new(state)) },
             stop: CancellationToken::new(),
+            controllers: None,
             key,
             known_hosts,
             fleet_yaml,
             dir,
-        };
-        let (fleet, state, stop) = (Arc::clone(&cloud.fleet), Arc::clone(&cloud.state), cloud.stop.clone());
-        tokio::spawn(async move {
-            while !stop.is_cancelled() {
-                if let Err(e) = pass(&client, &fleet, &state).await {
-                    state.lock().unwrap().log.errors.push(e);
-                }
-                tokio::select! {
-                    () = stop.cancelled() => {}
-                    () = tokio::time::sleep(Duration::from_millis(100)) => {}
-                }
-            }
-        });
-        cloud
+        }
     }
 
     /// VMs created from now on start their sshd `delay` after the Machine
     /// is Provisioned (a slow boot).
     pub fn set_boot_delay(&self, delay: Duration) {
-        self.state.lock().unwrap().boot_delay = delay;
+        self.vms.state.lock().unwrap().boot_delay = delay;
     }
 
     /// VMs created from now on boot from an image that ignores the user
     /// data: no key authorized, so winfleet cannot reach them.
     pub fn ignore_user_data(&self) {
-        self.state.lock().unwrap().ignore_user_data = true;
+        self.vms.state.lock().unwrap().ignore_user_data = true;
+    }
+
+    /// The next creates are refused, one per refusal, in order (a cloud's
+    /// capacity or quota error, an invalid configuration).
+    pub fn refuse_creates(&self, refusals: impl IntoIterator<Item = Refusal>) {
+        self.vms.state.lock().unwrap().refusals.extend(refusals);
     }
 
     /// What the cloud did so far.
     pub fn log(&self) -> CloudLog {
-        self.state.lock().unwrap().log.clone()
+        self.vms.state.lock().unwrap().log.clone()
     }
 
     /// The VM addresses of the Machines that have one.
     pub fn addresses(&self) -> BTreeMap<String, String> {
-        let state = self.state.lock().unwrap();
-        let fleet = self.fleet.lock().unwrap();
-        state.vms.iter().map(|(m, slot)| (m.clone(), fleet.nodes[*slot].address.clone())).collect()
+        let machines = self.vms.machines();
+        machines.into_iter().filter_map(|m| self.vms.get(&m).map(|vm| (m, vm.address))).collect()
     }
 
     /// The BYOH hosts' addresses (the nodes after the VMs).
     pub fn hosts(&self) -> Vec<String> {
-        let vms = self.state.lock().unwrap().vm_count;
-        self.fleet.lock().unwrap().nodes.iter().skip(vms).map(|n| n.address.clone()).collect()
+        let vms = self.vms.state.lock().unwrap().vm_count;
+        self.fleet().nodes.iter().skip(vms).map(|n| n.address.clone()).collect()
     }
 
     /// The fleet of VMs (logs, files).
     pub fn fleet(&self) -> std::sync::MutexGuard<'_, TestFleet> {
-        self.fleet.lock().unwrap()
+        self.vms.fleet.lock().unwrap()
     }
-}
 
-/// One pass of the Machine API and the cloud.
-async fn pass(client: &Client, fleet: &Arc<Mutex<TestFleet>>, state: &Arc<Mutex<State>>) -> Result<(), String> {
-    let sets: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &machine_sets());
-    let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &machine_api());
-    let nodes: Api<Node> = Api::all(client.clone());
-    fn err(what: &'static str) -> impl Fn(kube::Error) -> String {
-        move |e| format!("{what}: {e}")
+    /// The log of the real Machine API controllers (empty with the model).
+    pub fn controllers_log(&self) -> String {
+        self.controllers.as_ref().map(|c| c.log()).unwrap_or_default()
     }
-    let sets = sets.list(&ListParams::default()).await.map_err(err("list MachineSets"))?.items;
-    let mut all = machines.list(&ListParams::default()).await.map_err(err("list Machines"))?.items;
-    let node_list = nodes.list(&ListParams::default()).await.map_err(err("list Nodes"))?.items;
-    // The MachineSet controller: as many Machines as replicas, the newest
-    // deleted first on a scale-down.
-    for set in &sets {
-        let name = set.name_any();
-        let template = &set.data["spec"]["template"];
-        if template.pointer("/metadata/labels/machine.openshift.io~1os-id").and_then(Value::as_str) != Some("Windows") {
-            continue;
-        }
-        let want = set.data.pointer("/spec/replicas").and_then(Value::as_u64).unwrap_or(1) as usize;
-        let mut mine: Vec<&DynamicObject> = all.iter().filter(|m| m.labels().get(SET_LABEL) == Some(&name)).collect();
-        mine.sort_by_key(|m| m.name_any());
-        for _ in mine.len()..want {
-            let seq = {
-                let mut s = state.lock().unwrap();
-                s.next_name += 1;
-                s.next_name
-            };
-            let machine = json!({
-                "apiVersion": "machine.openshift.io/v1beta1",
-                "kind": "Machine",
-                "metadata": { "name": format!("{name}-{seq:03}"), "namespace": NS, "labels": template["metadata"]["labels"] },
-                "spec": template["spec"],
-            });
-            let object: DynamicObject = serde_json::from_value(machine).map_err(|e| e.to_string())?;
-            machines.create(&PostParams::default(), &object).await.map_err(err("create Machine"))?;
-        }
-        for extra in mine.iter().rev().take(mine.len().saturating_sub(want)) {
-            let _ = machines.delete(&extra.name_any(), &DeleteParams::default()).await;
-        }
-        let ready = mine
-            .iter()
-            .take(want)
-            .filter(|m| {
-                let node = m.data.pointer("/status/nodeRef/name").and_then(Value::as_str);
-                node.and_then(|n| node_list.iter().find(|x| x.name_any() == n)).is_some_and(node_ready)
-            })
-            .count();
-        let status = json!({ "status": { "replicas": mine.len().min(want), "readyReplicas": ready, "availableReplicas": ready } });
-        let sets_api: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &machine_sets());
-        sets_api
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .map_err(err("MachineSet status"))?;
-    }
-    all = machines.list(&ListParams::default()).await.map_err(err("list Machines"))?.items;
-    // The cloud: a VM per new Machine, its key from the user data.
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), NS);
-    for machine in &all {
-        let name = machine.name_any();
-        let phase = machine.data.pointer("/status/phase").and_then(Value::as_str).unwrap_or_default().to_owned();
-        let has_vm = state.lock().unwrap().vms.contains_key(&name);
-        if !has_vm {
-            // A real Machine controller waits for the user data Secret.
-            let Some(secret) = secrets.get_opt("windows-user-data").await.map_err(err("get user data"))? else {
-                continue;
-            };
-            let script = secret
-                .data
-                .as_ref()
-                .and_then(|d| d.get("userData"))
-                .map(|b| String::from_utf8_lossy(&b.0).into_owned());
-            let ignore = state.lock().unwrap().ignore_user_data;
-            let key = script.as_deref().and_then(authorized_key).filter(|_| !ignore);
-            let (slot, delay) = {
-                let mut s = state.lock().unwrap();
-                if s.next_slot >= s.vm_count {
-                    return Err(format!("the cloud has no VM left for {name}"));
-                }
-                let slot = s.next_slot;
-                s.next_slot += 1;
-                s.vms.insert(name.clone(), slot);
-                s.log.booted.push((name.clone(), key.clone()));
-                (slot, s.boot_delay)
-            };
-            let (address, hostname) = {
-                let fleet = fleet.lock().unwrap();
-                let node = fleet.nodes.get(slot).ok_or_else(|| format!("the cloud has no VM left for {name}"))?;
-                std::fs::write(
-                    node.dir.join("cloud_authorized_keys"),
-                    key.map(|k| format!("{k}\n")).unwrap_or_default(),
-                )
-                .unwrap();
-                (node.address.clone(), node.hostname.clone())
-            };
-            let boot = Arc::clone(fleet);
-            tokio::spawn(async move {
-                tokio::time::sleep(delay).await;
-                let _ = tokio::task::spawn_blocking(move || boot.lock().unwrap().nodes[slot].start()).await;
-            });
-            let status = json!({ "status": {
-                "phase": "Provisioned",
-                "addresses": [{ "type": "InternalIP", "address": address }, { "type": "Hostname", "address": hostname }],
-            }});
-            machines
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-                .await
-                .map_err(err("Machine status"))?;
-            continue;
-        }
-        if phase == "Provisioned" {
-            let address =
-                machine.data.pointer("/status/addresses/0/address").and_then(Value::as_str).unwrap_or_default();
-            let registered = node_list.iter().find(|n| node_addresses(n).iter().any(|a| a == address));
-            if let Some(node) = registered {
-                let status =
-                    json!({ "status": { "phase": "Running", "nodeRef": { "kind": "Node", "name": node.name_any() } } });
-                machines
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
-                    .await
-                    .map_err(err("Machine status"))?;
-            }
-        }
-    }
-    // Machines gone: their VM deleted, their Node removed (the Machine API's job).
-    let gone: Vec<(String, usize)> = {
-        let s = state.lock().unwrap();
-        s.vms.iter().filter(|(m, _)| !all.iter().any(|x| &&x.name_any() == m)).map(|(m, s)| (m.clone(), *s)).collect()
-    };
-    for (machine, slot) in gone {
-        let address = {
-            let stopper = Arc::clone(fleet);
-            tokio::task::spawn_blocking(move || {
-                let mut fleet = stopper.lock().unwrap();
-                fleet.nodes[slot].stop();
-                fleet.nodes[slot].address.clone()
-            })
-            .await
-            .map_err(|e| e.to_string())?
-        };
-        for node in node_list.iter().filter(|n| node_addresses(n).contains(&address)) {
-            let _ = nodes.delete(&node.name_any(), &DeleteParams::default()).await;
-        }
-        let mut s = state.lock().unwrap();
-        s.vms.remove(&machine);
-        s.log.deleted.push(machine);
-    }
-    Ok(())
 }
 
 /// `Administrator`, the user winfleet logs in to a Machine as: an alias of
@@ -365,22 +314,4 @@ fn windows_user(user: &str) {
         "Administrator",
     ]);
     let _ = run(&["usermod", "-p", "*", "Administrator"]);
-}
-
-fn node_ready(node: &Node) -> bool {
-    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
-    conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn node_addresses(node: &Node) -> Vec<String> {
-    let addresses = node.status.as_ref().and_then(|s| s.addresses.as_ref());
-    addresses.into_iter().flatten().map(|a| a.address.clone()).collect()
-}
-
-fn machine_sets() -> kube::api::ApiResource {
-    resource("machine.openshift.io", "v1beta1", "MachineSet", "machinesets")
-}
-
-fn machine_api() -> kube::api::ApiResource {
-    resource("machine.openshift.io", "v1beta1", "Machine", "machines")
 }

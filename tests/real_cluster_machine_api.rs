@@ -1,0 +1,161 @@
+//! Machines become nodes under OpenShift's own Machine API (issue 37): on
+//! the real control plane, machine-api-operator's MachineSet, Machine and
+//! nodelink controllers (built by tests/machineapi from its Go module) drive
+//! the tests' cloud through the Machine controller's actuator interface
+//! (tests/support/machine_api_real.rs), instead of the project's model of
+//! them (tests/support/machine_model.rs); winfleet configures each VM as it
+//! does under the model.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use serde_json::json;
+use support::controlplane::Backend;
+use support::machine_bench::{MAPI, MachineApi, MachineBench, SET, machine_set_ready};
+use support::machine_provider::Refusal;
+use winfleet::reconcile::machines::MachineStep;
+
+#[test]
+#[ignore = "entry point of the fake kubelet process that node tests start; not a test"]
+fn fake_kubelet_process() {
+    support::kubelet::main_from_env();
+}
+
+#[ignore = "needs the real control plane and machine-api-operator's controllers (Go builds them): scripts/test.sh runs it"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_set_scaled_from_0_to_1_gets_its_machine_from_the_real_controllers_and_a_ready_node() {
+    let Some(mut bench) = MachineBench::start_on(Backend::Real, MachineApi::Real, 1, 0, Some(0)).await else { return };
+    let first = bench.round().await;
+    assert!(!first.failed(), "{}", first.render_text());
+    bench.scale_in_git(Some(1));
+    let reports = bench.rounds_until(90, machine_set_ready).await;
+    let last = reports.last().unwrap();
+    let machines = bench.machines().await;
+    assert_eq!(machines.len(), 1, "{}", bench.cloud.controllers_log());
+    let machine = &machines[0];
+    let name = machine["metadata"]["name"].as_str().unwrap();
+    // The MachineSet controller's Machine: a generated name, controlled by the set.
+    assert!(name.starts_with(&format!("{SET}-")) && name.len() == SET.len() + 6, "{name}");
+    let owner = &machine["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (&owner["kind"], &owner["name"], &owner["controller"]),
+        (&json!("MachineSet"), &json!(SET), &json!(true))
+    );
+    // The Machine controller's: its finalizer, the actuator's provider ID, Running.
+    assert_eq!(machine["metadata"]["finalizers"], json!(["machine.machine.openshift.io"]));
+    assert_eq!(machine["spec"]["providerID"], "winfleet-test:///win-machine-0");
+    assert_eq!(machine["status"]["phase"], "Running", "{machine:#}");
+    // nodelink's: the Node found by its InternalIP, annotated with its
+    // Machine and given the Machine's labels.
+    let node_name = machine["status"]["nodeRef"]["name"].as_str().expect("nodeRef set by nodelink");
+    let node = bench.node(node_name).await;
+    assert_eq!(node["metadata"]["annotations"]["machine.openshift.io/machine"], format!("{MAPI}/{name}"));
+    assert_eq!(node["metadata"]["labels"]["node-role.kubernetes.io/worker"], "");
+    assert_eq!(node["metadata"]["annotations"]["windowsmachineconfig.openshift.io/version"], bench.version().as_str());
+    // The cloud booted one VM, with the key of the user data winfleet wrote.
+    let key = bench.pool.public_key_line();
+    assert_eq!(bench.cloud.log().booted, [(name.to_owned(), Some(key))]);
+    let cluster = last.cluster.as_ref().unwrap();
+    assert!(cluster.machines.machines.iter().all(|m| m.step == MachineStep::Ready), "{}", last.render_text());
+    let next = bench.round().await;
+    assert!(!next.failed(), "{}", next.render_text());
+    assert!(next.nodes.iter().all(|n| !n.has_changes()), "the next round writes nothing: {}", next.render_text());
+    assert!(machine_set_ready(&next));
+}
+
+#[ignore = "needs the real control plane and machine-api-operator's controllers (Go builds them): scripts/test.sh runs it"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scaled_from_2_to_1_the_real_machine_set_controller_picks_one_the_machine_controller_drains_and_deletes_it_and_its_node()
+ {
+    let Some(mut bench) = MachineBench::start_on(Backend::Real, MachineApi::Real, 2, 0, Some(2)).await else { return };
+    bench.rounds_until(90, machine_set_ready).await;
+    let before: Vec<String> = names(&bench.machines().await);
+    let nodes: Vec<String> =
+        bench.machines().await.iter().map(|m| m["status"]["nodeRef"]["name"].as_str().unwrap().to_owned()).collect();
+    bench.scale_in_git(Some(1));
+    let report = bench.round().await;
+    assert!(!report.failed(), "{}", report.render_text());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    while bench.cloud.log().deleted.is_empty() {
+        assert!(std::time::Instant::now() < deadline, "no VM deleted: {}", bench.cloud.controllers_log());
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let reports = bench
+        .rounds_until(60, |r| {
+            machine_set_ready(r) && r.cluster.as_ref().is_some_and(|c| c.machines.machines.len() == 1)
+        })
+        .await;
+    for report in &reports {
+        assert!(
+            report.cluster.as_ref().unwrap().deconfigures.is_empty(),
+            "nothing deconfigured over SSH: {}",
+            report.render_text()
+        );
+    }
+    let after = names(&bench.machines().await);
+    assert_eq!(after.len(), 1);
+    let deleted = bench.cloud.log().deleted;
+    assert_eq!(deleted.len(), 1);
+    assert!(before.contains(&deleted[0]) && !after.contains(&deleted[0]), "{before:?} {after:?} {deleted:?}");
+    // The Machine controller drained the deleted Machine's Node, then
+    // deleted it once the cloud had no VM for it.
+    let reasons = events_for(&bench, &deleted[0]).await;
+    assert!(reasons.contains(&"DrainSucceeded".to_owned()), "{reasons:?}");
+    let deleted_at = before.iter().position(|m| m == &deleted[0]).unwrap();
+    assert!(bench.api.get("v1", "Node", None, &nodes[deleted_at]).await.is_none(), "the Machine's Node is deleted");
+    assert!(bench.api.get("v1", "Node", None, &nodes[1 - deleted_at]).await.is_some(), "the other Node stays");
+}
+
+#[ignore = "needs the real control plane and machine-api-operator's controllers (Go builds them): scripts/test.sh runs it"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_the_cloud_refuses_for_capacity_is_tried_again_by_the_machine_controller_and_becomes_a_node() {
+    let Some(bench) = MachineBench::start_on(Backend::Real, MachineApi::Real, 1, 0, Some(1)).await else { return };
+    let refusal = Refusal::Transient("insufficient capacity in the zone".to_owned());
+    bench.cloud.refuse_creates([refusal.clone(), refusal]);
+    bench.rounds_until(90, machine_set_ready).await;
+    let log = bench.cloud.log();
+    let machine = names(&bench.machines().await).remove(0);
+    assert_eq!(log.refused.len(), 2, "{log:?}");
+    assert!(log.refused.iter().all(|(m, _)| m == &machine), "{log:?}");
+    assert_eq!(log.booted.len(), 1, "{log:?}");
+}
+
+#[ignore = "needs the real control plane and machine-api-operator's controllers (Go builds them): scripts/test.sh runs it"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_refused_as_invalid_fails_the_machine_which_winfleet_reports_provisioning_and_never_deletes() {
+    let Some(bench) = MachineBench::start_on(Backend::Real, MachineApi::Real, 1, 0, Some(1)).await else { return };
+    bench.cloud.refuse_creates([Refusal::Permanent("instance type m9.huge does not exist".to_owned())]);
+    let reports = bench
+        .rounds_until(60, |r| {
+            r.cluster.as_ref().is_some_and(|c| {
+                c.machines
+                    .machines
+                    .iter()
+                    .any(|m| matches!(&m.step, MachineStep::Provisioning { phase } if phase == "Failed"))
+            })
+        })
+        .await;
+    let last = reports.last().unwrap();
+    assert!(!machine_set_ready(last), "{}", last.render_text());
+    let machines = bench.machines().await;
+    assert_eq!(machines.len(), 1, "never deleted");
+    let status = &machines[0]["status"];
+    assert_eq!(status["errorReason"], "InvalidConfiguration", "{status:#}");
+    assert!(status["errorMessage"].as_str().unwrap().contains("instance type m9.huge does not exist"), "{status:#}");
+    // Nothing is said of the cloud's VMs: the Machine controller may read
+    // the Machine from its cache before its Failed phase arrives there and
+    // create again (seen here: a Failed Machine with a VM).
+    assert_eq!(bench.cloud.log().refused.len(), 1);
+}
+
+fn names(machines: &[serde_json::Value]) -> Vec<String> {
+    machines.iter().map(|m| m["metadata"]["name"].as_str().unwrap().to_owned()).collect()
+}
+
+/// The reasons of the (core/v1) Events about the Machine `name`.
+async fn events_for(bench: &MachineBench, name: &str) -> Vec<String> {
+    let events: kube::Api<k8s_openapi::api::core::v1::Event> = kube::Api::namespaced(bench.api.client(), MAPI);
+    let list = events.list(&Default::default()).await.unwrap().items;
+    list.into_iter().filter(|e| e.involved_object.name.as_deref() == Some(name)).filter_map(|e| e.reason).collect()
+}
