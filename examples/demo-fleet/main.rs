@@ -10,9 +10,10 @@
 //! control plane (kube-apiserver, kube-controller-manager, etcd) where Go is
 //! installed, else a simulated one, and the demo says which, with the
 //! Machine API the tests use (the model, tests/support/machine_model.rs,
-//! over the cloud of tests/support/machine_provider.rs). The instances join as Nodes (their kubelet is the tests' fake kubelet),
-//! winfleet sets their metadata and creates the MachineSets (one replica
-//! each here), the Machine API creates their Machines and boots their VMs,
+//! over the cloud of tests/support/machine_provider.rs). The instances
+//! join as Nodes (their kubelet is the tests' fake kubelet), winfleet
+//! sets their metadata and creates the MachineSets (one replica each
+//! here), the Machine API creates their Machines and boots their VMs,
 //! winfleet configures those into Nodes too, and the merged change adds a
 //! proxy, which takes a safe reboot of each node in turn. The demo ends
 //! with every instance and MachineSet Ready (`winfleet status` exits 0).
@@ -37,6 +38,8 @@ mod fleet;
 mod join_payload;
 #[path = "../../tests/support/kubelet.rs"]
 mod kubelet;
+#[path = "../../tests/support/machine_api_real.rs"]
+mod machine_api_real;
 #[path = "../../tests/support/machine_model.rs"]
 mod machine_model;
 #[path = "../../tests/support/machine_provider.rs"]
