@@ -17,6 +17,14 @@ pub fn snapshot(repo: &Path, path: Option<&str>, rev: Option<&str>) -> anyhow::R
     source::select(snapshot, path).context("--path")
 }
 
+/// Reads several revisions of the repository together ([`source::read_revisions`]:
+/// a file they share is read once), each selected as [`snapshot`] selects it.
+/// The outer error is the repository's; each revision has its own result.
+pub fn snapshots(repo: &Path, path: Option<&str>, revs: &[&str]) -> anyhow::Result<Vec<anyhow::Result<Snapshot>>> {
+    let read = source::read_revisions(repo, revs)?;
+    Ok(read.into_iter().map(|r| source::select(r?, path).context("--path")).collect())
+}
+
 /// Reads and loads a revision.
 pub fn load(repo: &Path, path: Option<&str>, rev: Option<&str>, secret: Option<&PullSecret>) -> anyhow::Result<Loaded> {
     let snapshot = snapshot(repo, path, rev)?;

@@ -16,12 +16,13 @@ pub fn run(args: &PlanArgs) -> anyhow::Result<ExitCode> {
         return run_live(args);
     }
     let Some(base_name) = &args.base else { anyhow::bail!("--base is needed (or --live)") };
-    let (base_snapshot, head_snapshot) = std::thread::scope(|s| {
-        let base = s.spawn(|| load::snapshot(&args.repo, args.path.as_deref(), Some(base_name)));
-        (base.join(), load::snapshot(&args.repo, args.path.as_deref(), Some(&args.head)))
-    });
-    let head_snapshot = head_snapshot.with_context(|| format!("head revision {}", args.head))?;
-    let base_snapshot = base_snapshot.map_err(|_| anyhow::anyhow!("reading the base revision failed"))?;
+    // Both revisions are read together: a file they share is read once.
+    let head_context = || format!("head revision {}", args.head);
+    let read =
+        load::snapshots(&args.repo, args.path.as_deref(), &[base_name, &args.head]).with_context(head_context)?;
+    let [base_snapshot, head_snapshot]: [anyhow::Result<_>; 2] =
+        read.try_into().map_err(|_| anyhow::anyhow!("reading the revisions failed"))?;
+    let head_snapshot = head_snapshot.with_context(head_context)?;
     let base_snapshot = base_snapshot.with_context(|| format!("base revision {base_name}"))?;
     // Both revisions are validated together: unchanged files are parsed once.
     let mut loaded = desired::load_many(&[&base_snapshot, &head_snapshot], LoadOptions::default());

@@ -74,6 +74,13 @@ fn instance_changes(base: &BTreeMap<String, Instance>, head: &BTreeMap<String, I
 
 fn setting_changes(b: &Instance, h: &Instance) -> Vec<SettingChange> {
     let mut out = Vec::new();
+    // Most instances a change leaves alone: compared whole, without building
+    // the strings of each setting (equal taint lists give equal taint maps).
+    let same = (&b.username, b.port, b.shell, &b.labels, &b.annotations, &b.taints)
+        == (&h.username, h.port, h.shell, &h.labels, &h.annotations, &h.taints);
+    if same {
+        return out;
+    }
     let mut push = |setting: String, from: Option<String>, to: Option<String>| {
         if from != to {
             out.push(SettingChange { setting, from, to });

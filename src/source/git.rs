@@ -1,5 +1,6 @@
 //! Reading the committed tree of a revision with git2.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use git2::{ObjectType, Oid, Repository, Tree, TreeWalkMode, TreeWalkResult};
@@ -13,14 +14,29 @@ pub fn read_revision(repo_dir: &Path, rev: &str) -> Result<Snapshot, SourceError
     read_commit(&repo, commit.id())
 }
 
+/// Reads several revisions of one repository (a plan's base and head), each
+/// as [`read_revision`] would: the repository is opened once and a blob that
+/// several revisions hold (every file a pull request leaves alone) is read
+/// and checked once, so the cost follows what differs between them. The
+/// outer error is the repository's; each revision has its own result.
+pub fn read_revisions(repo_dir: &Path, revs: &[&str]) -> Result<Vec<Result<Snapshot, SourceError>>, SourceError> {
+    let repo = open(repo_dir)?;
+    let mut blobs = Blobs::kept();
+    Ok(revs.iter().map(|rev| read_with(&repo, find_commit(&repo, rev)?.id(), &mut blobs)).collect())
+}
+
 /// Reads every blob of the tree of the commit `id` of an open repository,
 /// from its object database only (the working files are never read).
 pub fn read_commit(repo: &Repository, id: Oid) -> Result<Snapshot, SourceError> {
+    read_with(repo, id, &mut Blobs::default())
+}
+
+fn read_with(repo: &Repository, id: Oid, blobs: &mut Blobs) -> Result<Snapshot, SourceError> {
     let rev = id.to_string();
     let commit = repo.find_commit(id).map_err(|e| SourceError::git(format!("finding commit {rev}"), &e))?;
     let tree = commit.tree().map_err(|e| SourceError::git(format!("reading the tree of {rev}"), &e))?;
     let (mut files, links) =
-        tree_entries(repo, &tree).map_err(|e| SourceError::git(format!("reading the tree of {rev}"), &e))?;
+        walk(repo, &tree, blobs).map_err(|e| SourceError::git(format!("reading the tree of {rev}"), &e))?;
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(Snapshot { revision: Some(rev), files, links })
 }
@@ -33,6 +49,39 @@ pub fn tree_files(repo: &Repository, tree: &Tree<'_>) -> Result<Vec<SourceFile>,
 
 /// [`tree_files`], and the paths of the symbolic links it skipped.
 pub fn tree_entries(repo: &Repository, tree: &Tree<'_>) -> Result<(Vec<SourceFile>, Vec<String>), git2::Error> {
+    walk(repo, tree, &mut Blobs::default())
+}
+
+/// Blob contents by id. Reading a blob inflates it and checks its hash;
+/// when several trees are read, each blob's bytes are kept so a blob that
+/// another tree holds too is copied, not read again.
+#[derive(Default)]
+struct Blobs {
+    keep: bool,
+    by_id: HashMap<Oid, Vec<u8>>,
+    /// How many blobs were read from the object database.
+    read: usize,
+}
+
+impl Blobs {
+    fn kept() -> Self {
+        Blobs { keep: true, ..Blobs::default() }
+    }
+
+    fn bytes(&mut self, repo: &Repository, id: Oid) -> Result<Vec<u8>, git2::Error> {
+        if let Some(bytes) = self.by_id.get(&id) {
+            return Ok(bytes.clone());
+        }
+        let bytes = repo.find_blob(id)?.content().to_vec();
+        self.read += 1;
+        if self.keep {
+            self.by_id.insert(id, bytes.clone());
+        }
+        Ok(bytes)
+    }
+}
+
+fn walk(repo: &Repository, tree: &Tree<'_>, blobs: &mut Blobs) -> Result<(Vec<SourceFile>, Vec<String>), git2::Error> {
     let mut files = Vec::new();
     let mut links = Vec::new();
     let mut failure = None;
@@ -45,9 +94,9 @@ pub fn tree_entries(repo: &Repository, tree: &Tree<'_>) -> Result<(Vec<SourceFil
             links.push(format!("{dir}{name}"));
             return TreeWalkResult::Ok;
         }
-        match repo.find_blob(entry.id()) {
-            Ok(blob) => {
-                files.push(SourceFile { path: format!("{dir}{name}"), bytes: blob.content().to_vec() });
+        match blobs.bytes(repo, entry.id()) {
+            Ok(bytes) => {
+                files.push(SourceFile { path: format!("{dir}{name}"), bytes });
                 TreeWalkResult::Ok
             }
             Err(e) => {
@@ -70,3 +119,7 @@ fn find_commit<'r>(repo: &'r Repository, rev: &str) -> Result<git2::Commit<'r>, 
         .and_then(|o| o.peel_to_commit())
         .map_err(|e| SourceError::git(format!("resolving revision {rev}"), &e))
 }
+
+#[cfg(test)]
+#[path = "git_tests.rs"]
+mod tests;

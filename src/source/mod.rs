@@ -13,8 +13,8 @@ pub mod transport;
 mod worktree;
 
 pub use checkout::CheckoutSource;
-pub use git::read_revision;
 pub use git::{read_commit, tree_files};
+pub use git::{read_revision, read_revisions};
 pub use remote::{Fetched, RemoteSource, only_status_changes};
 pub use select::{IGNORE_FILE, select};
 pub use transport::{GitAuth, GitError, PushError, redact_url};

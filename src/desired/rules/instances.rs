@@ -48,7 +48,9 @@ pub fn collect(
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<Draft> {
     let mut seen = Seen::default();
-    let mut drafts = Vec::new();
+    let listed = configmaps.iter().map(|d| d.value.data.len()).sum::<usize>()
+        + lists.iter().map(|d| d.value.spec.instances.len()).sum::<usize>();
+    let mut drafts = Vec::with_capacity(listed);
     for doc in configmaps {
         if let Some(namespace) = doc.value.metadata.namespace.as_deref().filter(|ns| *ns != WMCO_NAMESPACE) {
             diagnostics.push(doc.error(
@@ -122,10 +124,10 @@ pub fn collect(
                 diagnostics.push(error(doc, format!("{}/port", at()), "port must be from 1 to 65535"));
             }
             if !entry.labels.is_empty() {
-                check_labels(doc, &at(), &entry.labels, diagnostics);
+                check_labels(doc, &at, &entry.labels, diagnostics);
             }
             if !entry.annotations.is_empty() {
-                check_annotations(doc, &at(), &entry.annotations, diagnostics);
+                check_annotations(doc, &at, &entry.annotations, diagnostics);
             }
             if !entry.taints.is_empty() {
                 check_taints(doc, &at(), &entry.taints, diagnostics);
@@ -205,15 +207,21 @@ fn address<'d>(
     Some(canonical)
 }
 
-fn check_labels(doc: At<'_>, at: &str, labels: &BTreeMap<String, String>, diagnostics: &mut Vec<Diagnostic>) {
+fn check_labels(
+    doc: At<'_>,
+    at: &impl Fn() -> String,
+    labels: &BTreeMap<String, String>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
     for (key, value) in labels {
-        let pointer = child(&format!("{at}/labels"), key);
+        // Built only for a diagnostic: most labels are fine.
+        let pointer = || child(&format!("{}/labels", at()), key);
         if let Err(reason) = check_label_key(key).and_then(|()| check_label_value(value)) {
-            diagnostics.push(error(doc, pointer, format!("label {reason}")));
+            diagnostics.push(error(doc, pointer(), format!("label {reason}")));
         } else if is_reserved(key) || key.starts_with("kubernetes.io/") || key.starts_with("node.kubernetes.io/") {
             diagnostics.push(error(
                 doc,
-                pointer,
+                pointer(),
                 format!(
                     "label {key} is kept by Kubernetes, WMCO or winfleet itself and cannot be set from the repository"
                 ),
@@ -222,15 +230,20 @@ fn check_labels(doc: At<'_>, at: &str, labels: &BTreeMap<String, String>, diagno
     }
 }
 
-fn check_annotations(doc: At<'_>, at: &str, annotations: &BTreeMap<String, String>, diagnostics: &mut Vec<Diagnostic>) {
+fn check_annotations(
+    doc: At<'_>,
+    at: &impl Fn() -> String,
+    annotations: &BTreeMap<String, String>,
+    diagnostics: &mut Vec<Diagnostic>,
+) {
     for key in annotations.keys() {
-        let pointer = child(&format!("{at}/annotations"), key);
+        let pointer = || child(&format!("{}/annotations", at()), key);
         if let Err(reason) = check_label_key(key) {
-            diagnostics.push(error(doc, pointer, format!("annotation {reason}")));
+            diagnostics.push(error(doc, pointer(), format!("annotation {reason}")));
         } else if is_reserved(key) {
             diagnostics.push(error(
                 doc,
-                pointer,
+                pointer(),
                 format!("annotation {key} is kept by winfleet or WMCO itself and cannot be set from the repository"),
             ));
         }
