@@ -97,43 +97,54 @@ pub fn go_available() -> bool {
 
 static BUILD: Mutex<()> = Mutex::new(());
 
-/// Builds the binary when missing or stale. `Err` is why it cannot be had.
-pub fn ensure_built() -> Result<PathBuf, String> {
+/// Builds the Go program of the module `module` (a directory of the
+/// repository) into `bin` when `bin` is missing or older than the
+/// module's sources, with `flags` before `-o`; one build at a time. `what`
+/// names it in messages. `Err` is why it cannot be had.
+pub fn go_build(module: &str, bin: &Path, what: &str, flags: &[&str]) -> Result<PathBuf, String> {
     let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    let bin = binary();
-    let fresh =
-        std::fs::metadata(&bin).and_then(|m| m.modified()).is_ok_and(|built| built >= newest_source(&sources()));
+    let sources = super::root().join(module);
+    let fresh = std::fs::metadata(bin).and_then(|m| m.modified()).is_ok_and(|built| built >= newest_source(&sources));
     if fresh {
-        return Ok(bin);
+        return Ok(bin.to_owned());
     }
     if !go_available() {
         return Err(if bin.exists() {
-            "the control-plane binary is older than tests/controlplane and `go` is not installed".to_owned()
+            format!("{} is older than {module} and `go` is not installed", bin.display())
         } else {
-            "`go` is not installed (the real control plane is built with Go 1.26)".to_owned()
+            format!("`go` is not installed ({what} is built with Go 1.26)")
         });
     }
     std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
     // Build beside the target and rename: another test binary may be
     // starting the old one, or building too.
-    let tmp = bin.with_file_name(format!("controlplane.{}.tmp", std::process::id()));
-    eprintln!("building the control plane (Kubernetes {KUBERNETES_VERSION}); the first build takes minutes");
-    // The version a release build stamps (tests/controlplane/ldflags, which
-    // .ci/run uses too): without it /version says v0.0.0-master.
-    let ldflags = std::fs::read_to_string(sources().join("ldflags")).map_err(|e| format!("ldflags: {e}"))?;
+    let name = bin.file_name().unwrap().to_string_lossy();
+    let tmp = bin.with_file_name(format!("{name}.{}.tmp", std::process::id()));
+    eprintln!("building {what}; the first build takes minutes");
     let out = Command::new("go")
-        .args(["build", "-ldflags", ldflags.trim(), "-o"])
+        .arg("build")
+        .args(flags)
+        .arg("-o")
         .arg(&tmp)
         .arg(".")
-        .current_dir(sources())
+        .current_dir(&sources)
         .output()
         .map_err(|e| format!("running go build: {e}"))?;
     if !out.status.success() {
         let _ = std::fs::remove_file(&tmp);
-        return Err(format!("go build in tests/controlplane failed:\n{}", String::from_utf8_lossy(&out.stderr)));
+        return Err(format!("go build in {module} failed:\n{}", String::from_utf8_lossy(&out.stderr)));
     }
-    std::fs::rename(&tmp, &bin).map_err(|e| format!("installing {}: {e}", bin.display()))?;
-    Ok(bin)
+    std::fs::rename(&tmp, bin).map_err(|e| format!("installing {}: {e}", bin.display()))?;
+    Ok(bin.to_owned())
+}
+
+/// Builds the control plane when missing or stale ([`go_build`]), with
+/// the version a release build stamps (tests/controlplane/ldflags, which
+/// .ci/run uses too: without it /version says v0.0.0-master).
+pub fn ensure_built() -> Result<PathBuf, String> {
+    let ldflags = std::fs::read_to_string(sources().join("ldflags")).map_err(|e| format!("ldflags: {e}"))?;
+    let what = format!("the control plane (Kubernetes {KUBERNETES_VERSION})");
+    go_build("tests/controlplane", &binary(), &what, &["-ldflags", ldflags.trim()])
 }
 
 /// The binary; a test that cannot have it fails with the reason. Such

@@ -17,7 +17,6 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Mutex;
 use std::time::Duration;
 
 use axum::extract::{Path as UrlPath, State};
@@ -27,7 +26,7 @@ use axum::routing::put;
 use axum::{Json, Router};
 use serde_json::json;
 
-use super::controlplane::{go_available, newest_source};
+use super::controlplane::go_build;
 use super::machine_provider::{Cloud, Refusal, Vm, Vms};
 
 /// How long the controllers may take to sync their caches.
@@ -38,41 +37,10 @@ pub fn binary() -> PathBuf {
     super::root().join("target/machineapi/machineapi")
 }
 
-fn sources() -> PathBuf {
-    super::root().join("tests/machineapi")
-}
-
-static BUILD: Mutex<()> = Mutex::new(());
-
-/// Builds the binary when missing or older than its Go sources. `Err` is
-/// why it cannot be had.
+/// Builds the binary when missing or older than its Go sources
+/// ([`go_build`]). `Err` is why it cannot be had.
 pub fn ensure_built() -> Result<PathBuf, String> {
-    let _guard = BUILD.lock().unwrap_or_else(|e| e.into_inner());
-    let bin = binary();
-    let fresh =
-        std::fs::metadata(&bin).and_then(|m| m.modified()).is_ok_and(|built| built >= newest_source(&sources()));
-    if fresh {
-        return Ok(bin);
-    }
-    if !go_available() {
-        return Err("`go` is not installed (the Machine API controllers are built with Go 1.26)".to_owned());
-    }
-    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
-    let tmp = bin.with_file_name(format!("machineapi.{}.tmp", std::process::id()));
-    eprintln!("building the Machine API controllers (machine-api-operator); the first build takes minutes");
-    let out = Command::new("go")
-        .args(["build", "-o"])
-        .arg(&tmp)
-        .arg(".")
-        .current_dir(sources())
-        .output()
-        .map_err(|e| format!("running go build: {e}"))?;
-    if !out.status.success() {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(format!("go build in tests/machineapi failed:\n{}", String::from_utf8_lossy(&out.stderr)));
-    }
-    std::fs::rename(&tmp, &bin).map_err(|e| format!("installing {}: {e}", bin.display()))?;
-    Ok(bin)
+    go_build("tests/machineapi", &binary(), "the Machine API controllers (machine-api-operator)", &[])
 }
 
 /// The controllers' process; dropped, it is stopped.
