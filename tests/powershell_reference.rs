@@ -179,7 +179,7 @@ fn every_catalogue_entry_names_the_repository_commit_and_file_it_was_read_from()
     sources.extend(&catalogue.automatic_variables.sources);
     sources.extend(catalogue.commands.values().flat_map(|c| c.pages.iter().map(|p| &p.source)));
     sources.extend(catalogue.modules.values().map(|m| &m.source));
-    let dotnet = catalogue.dotnet.as_ref().expect("the .NET part");
+    let dotnet = &catalogue.dotnet;
     sources.push(&dotnet.accelerators_source);
     sources.extend(dotnet.types.values().map(|t| &t.source));
     for s in sources {

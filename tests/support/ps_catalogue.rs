@@ -41,9 +41,9 @@ pub struct Catalogue {
     /// Script modules the scripts import, by file name.
     #[serde(default)]
     pub modules: BTreeMap<String, Module>,
-    /// .NET Framework types.
-    #[serde(default)]
-    pub dotnet: Option<Dotnet>,
+    /// .NET Framework types (required: a catalogue without them would
+    /// leave rule `dotnet` nothing to check).
+    pub dotnet: Dotnet,
 }
 
 /// The common parameters every cmdlet takes.

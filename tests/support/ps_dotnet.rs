@@ -55,7 +55,7 @@ fn type_spec(node: Node<'_>, script: &str) -> Option<String> {
 
 /// The findings of rule `dotnet` among `nodes` (every node of the script).
 pub fn check(nodes: &[Node<'_>], script: &str, catalogue: &Catalogue, findings: &mut Vec<Finding>) {
-    let Some(dotnet) = &catalogue.dotnet else { return };
+    let dotnet = &catalogue.dotnet;
     let unknown = |written: &str, line: usize, findings: &mut Vec<Finding>| {
         let not_found = dotnet.not_found.iter().any(|t| t.eq_ignore_ascii_case(written.trim_end_matches("[]")));
         findings.push(Finding {
