@@ -269,7 +269,17 @@ async fn rotation_over_two_machines_and_two_hosts(backend: Backend, machine_api:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replacement_that_cannot_become_ready_stops_the_rotation_and_says_why() {
-    let mut bench = MachineBench::start(Backend::InMemory, 3, Some(2)).await.unwrap();
+    replacement_never_ready(Backend::InMemory, MachineApi::Model).await;
+}
+
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replacement_that_cannot_become_ready_stops_the_rotation_under_machine_api_operators_controllers() {
+    replacement_never_ready(Backend::Real, MachineApi::Real).await;
+}
+
+async fn replacement_never_ready(backend: Backend, machine_api: MachineApi) {
+    let mut bench = MachineBench::start_on(backend, machine_api, 3, 0, Some(2)).await.unwrap();
     bench.rounds_until(30, machine_set_ready).await;
     let originals: Vec<String> =
         bench.machines().await.iter().map(|m| m["metadata"]["name"].as_str().unwrap().to_owned()).collect();

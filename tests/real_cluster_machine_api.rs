@@ -14,6 +14,7 @@ use serde_json::json;
 use support::controlplane::Backend;
 use support::machine_bench::{MAPI, MachineApi, MachineBench, SET, machine_set_ready};
 use support::machine_provider::Refusal;
+use winfleet::cluster::join::JoinResult;
 use winfleet::reconcile::machines::MachineStep;
 
 #[test]
@@ -58,6 +59,15 @@ async fn a_machine_set_scaled_from_0_to_1_gets_its_machine_from_the_real_control
     assert_eq!(bench.cloud.log().booted, [(name.to_owned(), Some(key))]);
     let cluster = last.cluster.as_ref().unwrap();
     assert!(cluster.machines.machines.iter().all(|m| m.step == MachineStep::Ready), "{}", last.render_text());
+    // nodelink links the Node to its Machine rounds after winfleet joined
+    // it: the Machine was configured and joined once, not again when its
+    // nodeRef arrived (issue 37, point 5).
+    let joined = reports
+        .iter()
+        .flat_map(|r| r.cluster.iter().flat_map(|c| c.joins.iter()))
+        .filter(|j| matches!(j.result, JoinResult::Joined))
+        .count();
+    assert_eq!(joined, 1, "one join");
     let next = bench.round().await;
     assert!(!next.failed(), "{}", next.render_text());
     assert!(next.nodes.iter().all(|n| !n.has_changes()), "the next round writes nothing: {}", next.render_text());
@@ -138,6 +148,18 @@ async fn a_create_refused_as_invalid_fails_the_machine_which_winfleet_reports_pr
         .await;
     let last = reports.last().unwrap();
     assert!(!machine_set_ready(last), "{}", last.render_text());
+    // Reported, never configured: no round wrote to a node or joined one,
+    // the two after it included (issue 37, point 5).
+    let mut reports = reports;
+    reports.push(bench.round().await);
+    reports.push(bench.round().await);
+    for report in &reports {
+        let text = report.render_text();
+        assert!(report.nodes.iter().all(|n| !n.has_changes()), "nothing configured: {text}");
+        let cluster = report.cluster.as_ref().unwrap();
+        assert!(cluster.joins.is_empty(), "nothing joined: {text}");
+        assert!(cluster.machines.machines.iter().all(|m| matches!(m.step, MachineStep::Provisioning { .. })), "{text}");
+    }
     let machines = bench.machines().await;
     assert_eq!(machines.len(), 1, "never deleted");
     let status = &machines[0]["status"];
