@@ -85,7 +85,12 @@ async fn a_node_startup_timeout_shorter_than_the_join_deletes_the_machine_mid_co
 
     // What the MachineHealthCheck does: it deletes the first Machine while
     // winfleet waits for its VM back from the Containers feature's reboot.
-    // The administrator then sets the value winfleet named.
+    // The administrator then sets the value winfleet named. (The check is
+    // paused, with its own annotation, until that VM reboots: the 3 s
+    // clock would otherwise race winfleet's first SSH on a loaded machine.)
+    set_paused(&bench, true).await;
+    let paused = bench.round().await;
+    assert!(paused.cluster.as_ref().unwrap().machines.health_checks.is_empty(), "a paused check deletes nothing");
     bench.scale_in_git(Some(1));
     let deleted = std::sync::Mutex::new(None);
     let watch = async { *deleted.lock().unwrap() = fix_once_a_machine_is_deleted(&bench).await };
@@ -192,20 +197,38 @@ async fn health_check(bench: &MachineBench, node_startup_timeout: &str) {
     health_checks(bench).create(&PostParams::default(), &object).await.unwrap();
 }
 
-/// Waits (a minute at most) until a Machine is being deleted;
+/// Unpauses the MachineHealthCheck once the first VM reboots, then waits (a
+/// minute at most) until that VM's Machine is being deleted or gone;
 /// then sets the MachineHealthCheck's timeout to [`NEEDED`] and returns the
 /// Machine.
 async fn fix_once_a_machine_is_deleted(bench: &MachineBench) -> Option<String> {
     for _ in 0..600 {
-        let deleting = bench.machines().await.into_iter().find(|m| !m["metadata"]["deletionTimestamp"].is_null());
-        if let Some(machine) = deleting {
+        if reboots(bench, 0) > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let first = bench.cloud.log().booted.first()?.0.clone();
+    set_paused(bench, false).await;
+    // Deleting, or already gone (its deletion takes a tenth of a second).
+    for _ in 0..600 {
+        let machines = bench.machines().await;
+        let it = machines.iter().find(|m| m["metadata"]["name"] == first.as_str());
+        if it.is_none_or(|m| !m["metadata"]["deletionTimestamp"].is_null()) {
             let patch = json!({ "spec": { "nodeStartupTimeout": NEEDED } });
             health_checks(bench).patch(CHECK, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-            return Some(machine["metadata"]["name"].as_str().unwrap().to_owned());
+            return Some(first);
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     None
+}
+
+/// Pauses or unpauses the MachineHealthCheck (`cluster.x-k8s.io/paused`).
+async fn set_paused(bench: &MachineBench, paused: bool) {
+    let value = if paused { json!("") } else { json!(null) };
+    let patch = json!({ "metadata": { "annotations": { "cluster.x-k8s.io/paused": value } } });
+    health_checks(bench).patch(CHECK, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
 }
 
 /// The reboots VM `slot` recorded.
