@@ -147,6 +147,14 @@ const USES: &[(&str, &str, &str, &str, &str, &str)] = &[
     (
         "openshift-machine-api",
         "machine.openshift.io",
+        "machinehealthchecks",
+        "list",
+        "src/cluster/observe.rs",
+        "list_or_absent(&checks,",
+    ),
+    (
+        "openshift-machine-api",
+        "machine.openshift.io",
         "machines",
         "watch",
         "src/daemon/triggers/cluster_watch.rs",

@@ -30,6 +30,7 @@ pub mod disagree;
 pub mod drain;
 pub mod events;
 pub mod fault;
+pub mod health_checks;
 pub mod host_key;
 pub mod join;
 pub mod keys;
@@ -182,6 +183,9 @@ pub struct ClusterFacts {
     pub cluster_no_proxy: Option<String>,
     /// The platform the Infrastructure `cluster` names (`None` without one).
     pub platform: Platform,
+    /// MachineHealthChecks in openshift-machine-api (the whole objects;
+    /// none without the resource).
+    pub health_checks: Vec<Value>,
 }
 
 /// Whether a label map carries winfleet's managed-by label.

@@ -1,11 +1,13 @@
 //! Read-only snapshot of the cluster: Windows Nodes, MachineSets, Windows
-//! Machines, the cluster Proxy's `status.noProxy` and the platform.
+//! Machines, MachineHealthChecks, the cluster Proxy's `status.noProxy` and
+//! the platform.
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 
+use super::health_checks::machine_health_check_resource;
 use super::{ClusterFacts, MACHINE_API_NAMESPACE, MachineObs, NodeObs};
 use crate::vocab::platform::Platform;
 
@@ -46,15 +48,18 @@ pub async fn observe(client: &Client) -> Result<ClusterFacts, kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
     let sets: Api<DynamicObject> = Api::namespaced_with(client.clone(), MACHINE_API_NAMESPACE, &machine_set_resource());
     let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), MACHINE_API_NAMESPACE, &machine_resource());
+    let checks: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), MACHINE_API_NAMESPACE, &machine_health_check_resource());
     let (windows_nodes, all, windows_machines) = (
         ListParams::default().labels(WINDOWS_NODES),
         ListParams::default(),
         ListParams::default().labels(WINDOWS_MACHINES),
     );
-    let (nodes, sets, machines, no_proxy, platform) = futures::try_join!(
+    let (nodes, sets, machines, checks, no_proxy, platform) = futures::try_join!(
         nodes.list(&windows_nodes),
         list_or_absent(&sets, &all),
         list_or_absent(&machines, &windows_machines),
+        list_or_absent(&checks, &all),
         cluster_no_proxy(client),
         platform(client),
     )?;
@@ -67,6 +72,7 @@ pub async fn observe(client: &Client) -> Result<ClusterFacts, kube::Error> {
         machines: machines.iter().map(|m| (m.name_any(), machine_obs(m))).collect(),
         cluster_no_proxy: no_proxy,
         platform,
+        health_checks: checks.iter().filter_map(|c| serde_json::to_value(c).ok()).collect(),
     })
 }
 

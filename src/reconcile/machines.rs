@@ -15,6 +15,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::cluster::health_checks::{HealthCheckFinding, JoinBudget};
 use crate::cluster::join::{JoinReport, JoinResult};
 use crate::cluster::keys::trusts_older_key;
 use crate::cluster::upgrade::{UpgradeReport, UpgradeResult};
@@ -24,6 +25,8 @@ use crate::desired::model::{Desired, Instance};
 use crate::engine::report::{NodeReport, NodeResult, Stage};
 use crate::lifecycle::VERSION_ANNOTATION;
 use crate::ssh::is_auth_refusal;
+
+use super::Options;
 
 /// The Machine side of a round.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
@@ -38,6 +41,10 @@ pub struct MachinesReport {
     /// Each MachineSet with Windows Machines or a desired replica count.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub machine_sets: Vec<MachineSetMachines>,
+    /// MachineHealthChecks that can delete a Windows Machine winfleet is
+    /// still configuring ([`crate::cluster::health_checks`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub health_checks: Vec<HealthCheckFinding>,
 }
 
 /// Where one Machine stands.
@@ -137,9 +144,13 @@ impl MachineSetMachines {
 }
 
 impl MachinesReport {
-    /// Nothing to say (no Secret kept, no Machine, no Windows MachineSet).
+    /// Nothing to say (no Secret kept, no Machine, no Windows MachineSet,
+    /// no MachineHealthCheck finding).
     pub fn is_empty(&self) -> bool {
-        self.user_data.is_none() && self.machines.is_empty() && self.machine_sets.is_empty()
+        self.user_data.is_none()
+            && self.machines.is_empty()
+            && self.machine_sets.is_empty()
+            && self.health_checks.is_empty()
     }
 
     /// Whether anything failed (a Machine's configure, the Secret).
@@ -349,4 +360,16 @@ fn step(m: &MachineObs, facts: &ClusterFacts, outcomes: &Outcomes<'_>) -> Machin
             },
         },
     }
+}
+
+/// The MachineHealthChecks that can delete a Windows Machine while this
+/// round's waits still allow it to join: the cluster's Windows MachineSets
+/// and the repository's (one this round creates is judged before its first
+/// Machine), against the round's reboot and registration waits.
+pub fn health_checks(desired: &Desired, facts: &ClusterFacts, options: &Options) -> Vec<HealthCheckFinding> {
+    let mut sets: BTreeMap<&str, &serde_json::Value> =
+        facts.machine_sets.iter().map(|(name, object)| (name.as_str(), object)).collect();
+    sets.extend(desired.machine_sets.iter().map(|(name, set)| (name.as_str(), &set.object)));
+    let budget = JoinBudget { reboot: options.rollout.reboot_timeout, register: options.join.register_timeout };
+    crate::cluster::health_checks::findings(&facts.health_checks, sets, budget)
 }

@@ -1,6 +1,7 @@
 //! The Machine side of a round as text: key rotation (Machine replacements
 //! take longest, so they come first), the `windows-user-data` Secret, each
-//! Machine's step and each Windows MachineSet's counts. Pure.
+//! Machine's step, each Windows MachineSet's counts and the
+//! MachineHealthChecks that can delete a Machine mid-configure. Pure.
 
 use std::fmt::Write as _;
 
@@ -74,5 +75,8 @@ pub fn render_machines(out: &mut String, m: &MachinesReport, dry_run: bool) {
     for set in &m.machine_sets {
         let state = if set.ready() { "Ready" } else { "not Ready" };
         let _ = writeln!(out, "  MachineSet {} Machines: {state}: {}", set.name, set.counts());
+    }
+    for finding in &m.health_checks {
+        let _ = writeln!(out, "  warning: {}", finding.message());
     }
 }

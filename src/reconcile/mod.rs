@@ -280,6 +280,7 @@ pub async fn round<H: Host>(
                 .collect(),
         };
         (report.machines.machines, report.machines.machine_sets) = machines::report(&facts, &outcomes);
+        report.machines.health_checks = machines::health_checks(desired, &facts, options);
         if writable {
             for m in &mut report.machines.machines {
                 let Some(observed) = facts.machines.get(&m.machine) else { continue };

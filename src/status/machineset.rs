@@ -15,6 +15,10 @@
 //! | written, or nothing to change                     | Ready       | `InSync`             | —           |
 //! | …but its Machines are not all Ready Nodes at the desired version | Progressing | `MachinesProgressing` (`MachinesWaiting` while a VM does not answer, `MachinesFailed` when one failed, `KeyRotationStopped` when a failed replacement stops a key rotation) | — |
 //!
+//! A MachineHealthCheck that can delete its Machines while winfleet
+//! configures them (issue 37, [`crate::cluster::health_checks`]) is said in
+//! the message, whatever the phase.
+//!
 //! The last row (issue 26): Ready only when `status.readyReplicas` equals
 //! the desired replicas and each Machine has a Ready Node configured at the
 //! desired version; the message counts the Machines at each step.
@@ -30,6 +34,23 @@ use super::verdict::{Context, Verdict};
 /// The verdict on MachineSet `name`, or `None` when the round says nothing
 /// about it (the previous status stands).
 pub fn machine_set(name: &str, ctx: Context<'_>) -> Option<Verdict<MachineSetPhase>> {
+    let verdict = machines(name, ctx)?;
+    Some(with_health_checks(name, ctx, verdict))
+}
+
+/// The verdict with the MachineHealthChecks that can delete its Machines
+/// mid-configure said in its message (issue 37).
+fn with_health_checks(name: &str, ctx: Context<'_>, mut verdict: Verdict<MachineSetPhase>) -> Verdict<MachineSetPhase> {
+    let findings = ctx.round.cluster.iter().flat_map(|c| &c.machines.health_checks);
+    for finding in findings.filter(|f| f.machine_set == name) {
+        let sep = if verdict.message.is_empty() { "" } else { "; " };
+        verdict.message = format!("{}{sep}warning: {}", verdict.message, finding.message());
+    }
+    verdict
+}
+
+/// The verdict on the MachineSet and its Machines.
+fn machines(name: &str, ctx: Context<'_>) -> Option<Verdict<MachineSetPhase>> {
     let verdict = applied(name, ctx)?;
     let machines = ctx.round.cluster.as_ref().and_then(|c| c.machines.machine_set(name));
     match machines {

@@ -2,7 +2,8 @@
 // winfleet's tests, built from github.com/openshift/machine-api-operator as
 // a Go module (nothing vendored or copied), against a test control plane:
 // the MachineSet controller, the Machine controller (and its drain
-// controller) with the test cloud's actuator (actuator.go), and nodelink.
+// controller) with the test cloud's actuator (actuator.go), nodelink and
+// the MachineHealthCheck controller (machinehealthcheck.go).
 //
 //	machineapi --kubeconfig <path> --cloud http://127.0.0.1:<port> [--namespace openshift-machine-api]
 //
@@ -96,6 +97,9 @@ func run(cloudURL, namespace string) error {
 	}
 	if err := nodelink.Add(mgr, opts); err != nil {
 		return fmt.Errorf("nodelink controller: %w", err)
+	}
+	if err := addMachineHealthCheck(mgr, opts); err != nil {
+		return err
 	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if mgr.GetCache().WaitForCacheSync(ctx) {

@@ -304,8 +304,9 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         }
     }
 
-    /// Stops the node's sshd (the node becomes unreachable) and every
-    /// service the systemctl shim started there.
+    /// Stops the node's sshd (the node becomes unreachable), every
+    /// service the systemctl shim started there and a simulated reboot
+    /// under way.
     pub fn stop(&mut self) {
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
@@ -313,6 +314,13 @@ exec /bin/sh -c "$SSH_ORIGINAL_COMMAND"
         }
         for pid in self.service_pids().into_values() {
             let _ = Command::new("kill").args(["-KILL", "--", &format!("-{pid}")]).output();
+        }
+        // A simulated reboot under way would start the enabled services
+        // again once "back": a stopped node (a deleted VM) runs nothing.
+        let rebooting = self.dir.join("services/reboot.pgid");
+        if let Ok(pgid) = fs::read_to_string(&rebooting) {
+            let _ = Command::new("kill").args(["-KILL", "--", &format!("-{}", pgid.trim())]).output();
+            let _ = fs::remove_file(rebooting);
         }
     }
 

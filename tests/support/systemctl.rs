@@ -27,9 +27,15 @@ impl TestNode {
     /// new boot id) instead of only recording it. The new boot id is seen
     /// over SSH only as root, where each node has its own mount namespace.
     pub fn simulate_reboots(&self) {
+        self.simulate_reboots_taking(1);
+    }
+
+    /// The same with reboots that take `seconds` (a slow Windows reboot:
+    /// the new boot id comes that long after the command returns).
+    pub fn simulate_reboots_taking(&self, seconds: u32) {
         let state = self.dir.join("services");
         fs::create_dir_all(&state).expect("services");
-        fs::write(state.join("simulate-reboots"), "").expect("simulate-reboots");
+        fs::write(state.join("simulate-reboots"), seconds.to_string()).expect("simulate-reboots");
         let meta = fs::metadata(&self.dir).expect("node dir");
         super::chown_tree(
             &state,
@@ -48,12 +54,15 @@ impl TestNode {
 /// a killed service stays down (tests use that). `reboot` is recorded in
 /// `state/reboots`; a test node cannot reboot, so that is all, unless
 /// [`simulate_reboots`](super::TestNode::simulate_reboots) asked for more:
-/// then, a second after the command returns (a real reboot drops the
+/// then, a second (or the seconds the `simulate-reboots` file says) after
+/// the command returns (a real reboot drops the
 /// connection), every running service is stopped, `boot` gets a new boot
 /// id (the node's `/proc/sys/kernel/random/boot_id`, bind-mounted as root),
 /// the kernel modules its modules-load.d files name are loaded (made
 /// present in its `/sys/module`, bind-mounted as root, like the boot id)
-/// and the enabled services start again.
+/// and the enabled services start again. A reboot under way has its
+/// process group in `state/reboot.pgid` (a VM deleted mid-reboot must not
+/// come back: [`TestNode::stop`](super::TestNode::stop) ends it).
 pub fn systemctl_script(units: &Path, state: &Path, boot: &Path) -> String {
     format!(
         r#"#!/bin/sh
@@ -99,10 +108,13 @@ stop) for u in "$@"; do stop "$u"; done ;;
 restart) for u in "$@"; do stop "$u"; start "$u" || rc=1; done ;;
 reboot)
   echo reboot >> "$state/reboots"
-  [ -f "$state/simulate-reboots" ] && setsid "$0" simulated-reboot </dev/null >/dev/null 2>&1 &
+  if [ -f "$state/simulate-reboots" ]; then
+    setsid "$0" simulated-reboot </dev/null >/dev/null 2>&1 &
+    echo $! > "$state/reboot.pgid"
+  fi
   ;;
 simulated-reboot)
-  sleep 1
+  d=$(cat "$state/simulate-reboots" 2>/dev/null); sleep "${{d:-1}}"
   for p in "$state"/*.pid; do [ -f "$p" ] && n=${{p##*/}} && stop "${{n%.pid}}"; done
   cat /proc/sys/kernel/random/uuid > "$boot"
   for f in "$node"/modules-load.d/*.conf; do
@@ -110,6 +122,7 @@ simulated-reboot)
     while read -r m; do case $m in ''|'#'*) ;; *) mkdir -p "$node/sysmodule/$m" ;; esac; done < "$f"
   done
   for e in "$state"/*.enabled; do [ -f "$e" ] && n=${{e##*/}} && start "${{n%.enabled}}"; done
+  rm -f "$state/reboot.pgid"
   ;;
 is-active) for u in "$@"; do if running "${{u%.service}}"; then echo active; else echo inactive; rc=3; fi; done ;;
 is-enabled) for u in "$@"; do if [ -f "$state/${{u%.service}}.enabled" ]; then echo enabled; else echo disabled; rc=1; fi; done ;;

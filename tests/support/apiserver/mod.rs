@@ -7,7 +7,7 @@
 //! core/v1 `nodes` (cluster), `pods` (+ `status`, `eviction`), `events`,
 //! `serviceaccounts` (+ `token`, the TokenRequest API: `token_request.rs`);
 //! policy/v1 `poddisruptionbudgets`; events.k8s.io/v1 `events`;
-//! machine.openshift.io/v1beta1 `machinesets`, `machines`;
+//! machine.openshift.io/v1beta1 `machinesets`, `machines`, `machinehealthchecks`;
 //! config.openshift.io/v1 `proxies`, `infrastructures`, `networks`; operator.openshift.io/v1 `networks`
 //! (cluster); machineconfiguration.openshift.io/v1 `controllerconfigs`,
 //! `machineconfigs`, `machineconfigpools` (cluster); core/v1 `secrets`, `configmaps`; certificates.k8s.io/v1

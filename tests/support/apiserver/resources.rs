@@ -155,6 +155,15 @@ pub(crate) static RESOURCES: &[Resource] = &[
         fields: &[],
     },
     Resource {
+        group: "machine.openshift.io",
+        version: "v1beta1",
+        kind: "MachineHealthCheck",
+        plural: "machinehealthchecks",
+        namespaced: true,
+        status: Status::Crd,
+        fields: &[],
+    },
+    Resource {
         group: "config.openshift.io",
         version: "v1",
         kind: "ImageDigestMirrorSet",
