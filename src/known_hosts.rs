@@ -12,7 +12,7 @@
 //! trusted by CA). The `ssh-key` crate parses the lines; matching a host
 //! against them (OpenSSH's rules, which the crate leaves out) is here.
 //! russh's own `known_hosts` compares whole names only (no patterns, no
-//! negation) and misreads a marker line, with no revocation
+//! negation) and never matches a marker line, so `@revoked` is ignored
 //! (docs/dependencies.md).
 
 use std::fs::OpenOptions;
