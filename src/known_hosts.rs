@@ -11,6 +11,9 @@
 //! marker. `@cert-authority` lines are skipped (host certificates are not
 //! trusted by CA). The `ssh-key` crate parses the lines; matching a host
 //! against them (OpenSSH's rules, which the crate leaves out) is here.
+//! russh's own `known_hosts` compares whole names only (no patterns, no
+//! negation) and never matches a marker line, so `@revoked` is ignored
+//! (docs/dependencies.md).
 
 use std::fs::OpenOptions;
 use std::io::Write;

@@ -1,20 +1,30 @@
-//! Colour for people at a terminal: plan symbols, status phases and
-//! diagnostics. Only when the stream is a terminal and `NO_COLOR` is unset
-//! or empty (<https://no-color.org>); `CLICOLOR_FORCE` set to anything but
-//! `0` forces it without a terminal (as cargo and many tools honour), and
-//! `NO_COLOR` still wins. JSON and markdown are never coloured. The
-//! renderers stay plain: colour is added to their lines here.
+//! Colour for people at a terminal: plan symbols, status phases,
+//! diagnostics, and the rule the log lines follow too. Only when the stream
+//! is a terminal and `NO_COLOR` is unset or empty (<https://no-color.org>);
+//! `CLICOLOR_FORCE` set to anything but `0` forces it without a terminal
+//! (as cargo and many tools honour), and `NO_COLOR` still wins. JSON and
+//! markdown are never coloured. The renderers stay plain: colour is added
+//! to their lines here.
+//!
+//! The escape codes are anstyle's. The decision is written here, not taken
+//! from anstream (already in the build through clap): anstream 1.0's
+//! `AutoStream::choice` counts `CLICOLOR_FORCE=0` as forcing colour
+//! (anstyle-query's `clicolor_force` asks only for a non-empty value), where
+//! winfleet documents "set and not 0" (`winfleet man`, docs/usage.md), and
+//! it also turns colour off for `TERM=dumb` or unset, which the logs' rule
+//! here does not (docs/dependencies.md).
 
 use std::ffi::OsString;
 use std::io::IsTerminal;
 
-const RED: &str = "\x1b[31m";
-const GREEN: &str = "\x1b[32m";
-const YELLOW: &str = "\x1b[33m";
-const CYAN: &str = "\x1b[36m";
-const BOLD: &str = "\x1b[1m";
-const DIM: &str = "\x1b[2m";
-const RESET: &str = "\x1b[0m";
+use anstyle::{AnsiColor, Effects, Style};
+
+const RED: Style = AnsiColor::Red.on_default();
+const GREEN: Style = AnsiColor::Green.on_default();
+const YELLOW: Style = AnsiColor::Yellow.on_default();
+const CYAN: Style = AnsiColor::Cyan.on_default();
+const BOLD: Style = Style::new().effects(Effects::BOLD);
+const DIM: Style = Style::new().effects(Effects::DIMMED);
 
 /// Which stream the text goes to.
 #[derive(Clone, Copy, Debug)]
@@ -34,15 +44,28 @@ pub fn enabled(stream: Stream) -> bool {
     decide(terminal, std::env::var_os("NO_COLOR"), std::env::var_os("CLICOLOR_FORCE"))
 }
 
-/// The logs' rule ([`super::logging::ansi`]: a terminal and no `NO_COLOR`),
-/// with `CLICOLOR_FORCE` standing in for the terminal.
-fn decide(terminal: bool, no_color: Option<OsString>, force: Option<OsString>) -> bool {
-    let forced = force.is_some_and(|v| !v.is_empty() && v != "0");
-    super::logging::ansi(terminal || forced, no_color)
+/// Whether the log lines on stderr (a terminal or not) are coloured: on a
+/// terminal and without `NO_COLOR`; `CLICOLOR_FORCE` is for the results
+/// and diagnostics, not the logs.
+pub fn logs(terminal: bool) -> bool {
+    ansi(terminal, std::env::var_os("NO_COLOR"))
 }
 
-fn paint(colour: &str, text: &str) -> String {
-    format!("{colour}{text}{RESET}")
+/// Colour only on a terminal, and never when `NO_COLOR` is set to anything
+/// but the empty string (<https://no-color.org>).
+fn ansi(terminal: bool, no_color: Option<OsString>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+/// The logs' rule ([`ansi`]), with `CLICOLOR_FORCE` standing in for the
+/// terminal.
+fn decide(terminal: bool, no_color: Option<OsString>, force: Option<OsString>) -> bool {
+    let forced = force.is_some_and(|v| !v.is_empty() && v != "0");
+    ansi(terminal || forced, no_color)
+}
+
+fn paint(style: Style, text: &str) -> String {
+    format!("{style}{text}{style:#}")
 }
 
 /// A text plan or round report: additions green, removals red, changes
@@ -84,7 +107,7 @@ fn map_lines(text: &str, mut line: impl FnMut(&str) -> String) -> String {
     out
 }
 
-fn phase_colour(phase: &str) -> Option<&'static str> {
+fn phase_colour(phase: &str) -> Option<Style> {
     Some(match phase {
         "Ready" => GREEN,
         "Failed" | "Conflict" => RED,
@@ -123,6 +146,26 @@ pub fn diagnostic(line: &str, error: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const RESET: anstyle::Reset = anstyle::Reset;
+
+    #[test]
+    fn colour_needs_a_terminal_and_no_no_color() {
+        assert!(ansi(true, None));
+        assert!(ansi(true, Some(OsString::new())));
+        assert!(!ansi(true, Some(OsString::from("1"))));
+        assert!(!ansi(false, None));
+    }
+
+    #[test]
+    fn the_escape_codes_are_the_plain_sgr_ones() {
+        assert_eq!(paint(RED, "x"), "\x1b[31mx\x1b[0m");
+        assert_eq!(paint(GREEN, "x"), "\x1b[32mx\x1b[0m");
+        assert_eq!(paint(YELLOW, "x"), "\x1b[33mx\x1b[0m");
+        assert_eq!(paint(CYAN, "x"), "\x1b[36mx\x1b[0m");
+        assert_eq!(paint(BOLD, "x"), "\x1b[1mx\x1b[0m");
+        assert_eq!(paint(DIM, "x"), "\x1b[2mx\x1b[0m");
+    }
 
     #[test]
     fn colour_needs_a_terminal_or_a_force_and_no_color_wins() {

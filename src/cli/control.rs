@@ -9,10 +9,9 @@ use std::time::Duration;
 
 use anyhow::{Context, bail};
 use axum::body::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+use http_body_util::Full;
 
+use super::http::{Client, Failure};
 use super::output;
 
 /// Where the daemon is and how to authenticate.
@@ -59,15 +58,13 @@ pub fn run(args: &ControlArgs, suspend: Option<&str>) -> anyhow::Result<ExitCode
         .context("building the request")?;
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let (status, text) = runtime.block_on(async {
-        let client = Client::builder(TokioExecutor::new()).build_http();
-        let answer = async {
-            let response = client.request(request).await.with_context(|| format!("connecting to {target}"))?;
-            let status = response.status();
-            let text = response.into_body().collect().await.context("reading the answer")?.to_bytes();
-            anyhow::Ok((status, String::from_utf8_lossy(&text).into_owned()))
-        };
-        tokio::time::timeout(Duration::from_secs(30), answer).await.context("no answer within 30 s")?
+        Client::http().send(request, Duration::from_secs(30)).await.map_err(|failure| match failure {
+            Failure::Send(e) => anyhow::Error::new(e).context(format!("connecting to {target}")),
+            Failure::Read(e) => anyhow::Error::new(e).context("reading the answer"),
+            Failure::Timeout(limit) => anyhow::anyhow!("no answer within {} s", limit.as_secs()),
+        })
     })?;
+    let text = String::from_utf8_lossy(&text).into_owned();
     if !status.is_success() {
         bail!("the daemon answered {status}: {text}");
     }

@@ -4,7 +4,6 @@
 //! through [`super::progress`] and logs only errors, and colour follows the
 //! terminal and `NO_COLOR`.
 
-use std::ffi::OsString;
 use std::io::IsTerminal;
 
 use tracing_subscriber::filter::{EnvFilter, FilterExt, filter_fn};
@@ -12,8 +11,8 @@ use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{Layer, fmt};
 
-use super::output;
 use super::progress::ProgressLayer;
+use super::{colour, output};
 
 /// How log lines are written.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -76,32 +75,13 @@ pub fn init(format: LogFormat, logging: Logging) {
         let _ = registry.with(logs.json().with_filter(filter)).try_init();
     } else if logging.progress {
         let not_progress = filter_fn(|m| m.target() != winfleet::progress::TARGET);
-        let logs = logs.with_ansi(ansi(terminal, std::env::var_os("NO_COLOR")));
+        let logs = logs.with_ansi(colour::logs(terminal));
         let _ = registry
             .with(logs.with_filter(filter.and(not_progress)))
             .with(ProgressLayer::new(terminal).with_filter(filter_fn(|m| m.target() == winfleet::progress::TARGET)))
             .try_init();
     } else {
-        let logs = logs.with_ansi(ansi(terminal, std::env::var_os("NO_COLOR")));
+        let logs = logs.with_ansi(colour::logs(terminal));
         let _ = registry.with(logs.with_filter(filter)).try_init();
-    }
-}
-
-/// Colour only on a terminal, and never when `NO_COLOR` is set to anything
-/// but the empty string (<https://no-color.org>).
-pub(super) fn ansi(terminal: bool, no_color: Option<OsString>) -> bool {
-    terminal && no_color.is_none_or(|v| v.is_empty())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn colour_needs_a_terminal_and_no_no_color() {
-        assert!(ansi(true, None));
-        assert!(ansi(true, Some(OsString::new())));
-        assert!(!ansi(true, Some(OsString::from("1"))));
-        assert!(!ansi(false, None));
     }
 }

@@ -6,6 +6,7 @@ mod apply;
 mod colour;
 mod control;
 mod docs;
+mod http;
 mod import;
 mod live;
 mod load;

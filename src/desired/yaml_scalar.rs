@@ -9,6 +9,9 @@
 //! `None` means "serde-saphyr would reject this" (a non-finite float such as
 //! `.inf` or `1e999`); the caller then lets serde-saphyr read the file so
 //! the diagnostic stays upstream's.
+//!
+//! Kept with `yaml_value` (its speed figure is there): serde-saphyr keeps
+//! these rules private to its deserializer.
 
 use serde_json::Value;
 

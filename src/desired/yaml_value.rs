@@ -13,6 +13,10 @@
 //! [`parse_documents`](super::yaml::parse_documents) lets serde-saphyr read
 //! the file, so every value and every diagnostic stays upstream's. The test
 //! `tests/yaml_reader.rs` compares both readers on every fixture.
+//!
+//! Kept for speed: one revision (19 files, 1.0 MB) reads in 23.5 ms here
+//! against 46.6 ms with serde-saphyr, the parser's events alone taking
+//! 22.7 ms (docs/performance.md, `cargo bench --bench pipeline`).
 
 use std::collections::HashMap;
 

@@ -2,6 +2,13 @@
 //!
 //! Syntax checks follow OpenShift's own validation of these fields (no scheme,
 //! no tag, no digest); the derivations are WMCO's (WMCO-SPEC 1.2–1.4).
+//!
+//! Hand-written: oci-spec's `distribution::Reference` (the parser oci-client
+//! uses) reads image references, not these locations. On this module's test
+//! inputs it refuses the wildcard source `*.example.com`, accepts
+//! `quay.io/x:tag` and `quay.io:0/x`, and reads a bare registry as a Docker
+//! Hub repository (`registry.redhat.io` → `docker.io/library/…`,
+//! `mirror.corp.example:5000` → tag `5000`) (docs/dependencies.md).
 
 use crate::diagnostic::shown;
 

@@ -7,22 +7,21 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use axum::body::Bytes;
 use http::{HeaderValue, Request, StatusCode, header};
-use http_body_util::{BodyExt, Full};
+use http_body_util::Full;
 use hyper_rustls::HttpsConnector;
-use hyper_util::client::legacy::Client as Hyper;
 use hyper_util::client::legacy::connect::HttpConnector;
-use hyper_util::rt::TokioExecutor;
 use serde_json::{Value, json};
 
 use super::Forge;
 use super::forge::{Call, Target};
+use crate::cli::http::{self as client, Failure};
 
 /// How long one request may take.
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A client for one forge.
 pub struct Client {
-    hyper: Hyper<HttpsConnector<HttpConnector>, Full<Bytes>>,
+    http: client::Client<HttpsConnector<HttpConnector>>,
     auth: (header::HeaderName, HeaderValue),
     forge: Forge,
 }
@@ -30,12 +29,7 @@ pub struct Client {
 impl Client {
     /// A client that trusts the system's root certificates.
     pub fn new(target: &Target) -> anyhow::Result<Self> {
-        let https = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .context("--post: reading the system's root certificates")?
-            .https_or_http()
-            .enable_http1()
-            .build();
+        let http = client::Client::https().context("--post: reading the system's root certificates")?;
         let (name, value) = match target.forge {
             Forge::Github => (header::AUTHORIZATION, format!("Bearer {}", target.token)),
             Forge::Gitlab => (header::HeaderName::from_static("private-token"), target.token.clone()),
@@ -45,7 +39,7 @@ impl Client {
         if !(target.api().starts_with("https://") || target.api().starts_with("http://")) {
             bail!("--post: the API URL {:?} is not an http(s):// URL", target.api());
         }
-        Ok(Self { hyper: Hyper::builder(TokioExecutor::new()).build(https), auth: (name, value), forge: target.forge })
+        Ok(Self { http, auth: (name, value), forge: target.forge })
     }
 
     /// A GET; the answer's JSON.
@@ -69,16 +63,13 @@ impl Client {
             .header(header::CONTENT_TYPE, "application/json")
             .body(Full::new(Bytes::from(body.unwrap_or_default())))
             .with_context(|| format!("{what}: building the request to {}", call.url))?;
-        let answer = async {
-            let response =
-                self.hyper.request(request).await.with_context(|| format!("{what}: {} {}", call.method, call.url))?;
-            let status = response.status();
-            let bytes = response.into_body().collect().await.with_context(|| format!("{what}: reading the answer"))?;
-            anyhow::Ok((status, bytes.to_bytes()))
-        };
-        let (status, bytes) = tokio::time::timeout(TIMEOUT, answer).await.with_context(|| {
-            format!("{what}: no answer from {} within {} s", self.forge.name(), TIMEOUT.as_secs())
-        })??;
+        let (status, bytes) = self.http.send(request, TIMEOUT).await.map_err(|failure| match failure {
+            Failure::Send(e) => anyhow::Error::new(e).context(format!("{what}: {} {}", call.method, call.url)),
+            Failure::Read(e) => anyhow::Error::new(e).context(format!("{what}: reading the answer")),
+            Failure::Timeout(limit) => {
+                anyhow::anyhow!("{what}: no answer from {} within {} s", self.forge.name(), limit.as_secs())
+            }
+        })?;
         let json: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
         if !status.is_success() {
             bail!("{what}: {}", refusal(self.forge, status, &json, &bytes));

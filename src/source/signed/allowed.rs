@@ -5,6 +5,9 @@
 //! UTC); `cert-authority` is refused (certificates are not supported). A
 //! bare public key line (`ssh-ed25519 AAAA… comment`) is accepted too, its
 //! principal being the comment. Pure: parsing only.
+//!
+//! Hand-written: neither ssh-key (whose `PublicKey` reads the keys here) nor
+//! russh parses an allowed-signers file (docs/dependencies.md).
 
 use ssh_key::PublicKey;
 

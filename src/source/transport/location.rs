@@ -1,5 +1,12 @@
 //! What a Git URL says: where the repository is, which transport reaches
 //! it, and how to show it without its userinfo. Pure: no IO.
+//!
+//! Hand-written: gix-url 0.40 reads `C:\repos\config` as ssh to host `c`,
+//! `HTTP://host/x` as a helper scheme, refuses `/srv/http://x` and text
+//! that is no URL (which must still be shown, redacted), re-serialises what
+//! it parses (`%40`, `git+ssh://` → `ssh://`) where redaction must keep the
+//! URL as written, and keeps only the decoded password where scrubbing
+//! needs both forms (docs/dependencies.md).
 
 /// The transport a URL selects, with what host-key pinning needs.
 #[derive(Clone, Debug, PartialEq, Eq)]

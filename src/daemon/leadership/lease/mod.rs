@@ -28,6 +28,12 @@
 //! the configuration and the advertised webhook in `config.rs`; the task
 //! started by [`spawn`] does the requests. It never panics: every API error
 //! is logged and retried.
+//!
+//! Hand-written: kube-runtime 5 has no leader election; kube-lease-manager
+//! 0.12 is on kube 4 (a second kube and k8s-openapi in the build) and
+//! kube-leader-election 0.37 on kube 0.96 and judges expiry by timestamps
+//! (clock skew matters); neither carries the webhook URL or the suspension
+//! in the Lease's annotations (docs/dependencies.md).
 
 use std::collections::BTreeMap;
 use std::time::Duration;
