@@ -1,14 +1,18 @@
 //! A Windows MachineSet scaled from 0 to N (20) in Git until every Machine
 //! has a Ready Node at the desired version, time per phase: winfleet's
 //! rounds against "WMCO's strategy" on the same transport, side by side in
-//! one run. The Machines are created by the test Machine API provider and
-//! their VMs are real sshd nodes of its cloud
-//! (tests/support/machine_provider.rs, machine_bench.rs), in-memory API.
+//! one run, under each Machine API: the project's model of it on the
+//! in-memory API (tests/support/machine_model.rs) and machine-api-operator's
+//! real MachineSet, Machine and nodelink controllers on the real control
+//! plane (tests/support/machine_api_real.rs). Either way the Machines' VMs
+//! are real sshd nodes of the tests' cloud (tests/support/machine_provider.rs,
+//! machine_bench.rs).
 //!
 //! - winfleet: rounds back to back (200 ms apart, as the cluster watch
 //!   starts one when a Machine appears or changes phase) until the round
 //!   reports the MachineSet Ready; the product's defaults (32 nodes at
 //!   once, a VM that does not answer SSH yet is Waiting till a next round).
+//!   Each round is printed (when it started and ended, what it did).
 //! - WMCO's strategy: one Machine at a time, as WMCO's machine controller
 //!   configures them. The cloud provisions every Machine at once (that is
 //!   the Machine API's, not WMCO's); the bench holds them all out of
@@ -27,40 +31,44 @@
 //! that scales the MachineSet.
 //!
 //! `cargo bench --bench machines` (MACHINES=20; FILES=20 and MIB=20 pad the
-//! payload with files about as compressible as Windows binaries). Needs
+//! payload with files about as compressible as Windows binaries;
+//! MACHINE_API=model|real|both, both by default: the real controllers'
+//! case is skipped, saying why, when Go cannot build them or the control
+//! plane). `NET=lan|dc|wan|edge` (or `RTT_MS=`, `BANDWIDTH_MBIT=`) puts
+//! the modelled network of tests/support/netem.rs between winfleet (and
+//! WMCO's transfer) and every VM's sshd; the API server stays local. Needs
 //! root (each VM has its own host name).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout, clippy::print_stderr, missing_docs)]
 
+#[path = "../tests/support/netem.rs"]
+mod netem;
 #[path = "../tests/support/mod.rs"]
 mod support;
+#[path = "machines/watch.rs"]
+mod watch;
 #[path = "../tests/support/wmco_transfer.rs"]
 mod wmco_transfer;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
-use k8s_openapi::api::certificates::v1::CertificateSigningRequest;
-use k8s_openapi::api::core::v1::Node;
 use kube::api::{DynamicObject, Patch, PatchParams};
-use kube::runtime::watcher;
 use kube::{Api, ResourceExt};
 use serde_json::{Value, json};
-use support::controlplane::{Backend, resource};
-use support::machine_bench::{MAPI, MachineBench, machine_set_ready};
-use tokio::io::AsyncReadExt;
+use support::controlplane::Backend;
+use support::machine_bench::{MAPI, MachineApi, MachineBench, machine_set_ready};
+use watch::{Seen, Shared, machine_api, watch};
 use winfleet::desired::model::Instance;
 use winfleet::engine::host::SshHost;
 use winfleet::engine::report::NodeResult;
-use winfleet::lifecycle::VERSION_ANNOTATION;
 use winfleet::reconcile::machines::{MachineStep, machine_instances};
 use winfleet::reconcile::report::RoundReport;
 use winfleet::ssh::{KnownHosts, Session, load_key};
 
-const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 const IGNORE: &str = "windowsmachineconfig.openshift.io/ignore";
 
 const PHASES: [&str; 7] = [
@@ -73,117 +81,44 @@ const PHASES: [&str; 7] = [
     "total (a round reports the MachineSet Ready)",
 ];
 
-/// When each Machine first reached each milestone.
-#[derive(Default)]
-struct Seen {
-    created: BTreeMap<String, Instant>,
-    provisioned: BTreeMap<String, Instant>,
-    /// VM address → its sshd sent its banner.
-    answering: BTreeMap<String, Instant>,
-    /// VM address → its node round was done.
-    configured: BTreeMap<String, Instant>,
-    /// Client CSR → issued.
-    issued: BTreeMap<String, Instant>,
-    /// Node → Ready at `version`, uncordoned.
-    ready: BTreeMap<String, Instant>,
-    version: String,
-    port: u16,
-}
-
-type Shared = Arc<Mutex<Seen>>;
-
-fn note_machine(seen: &Shared, machine: &DynamicObject) {
-    let now = Instant::now();
-    let name = machine.name_any();
-    let mut s = seen.lock().unwrap();
-    s.created.entry(name.clone()).or_insert(now);
-    let phase = machine.data.pointer("/status/phase").and_then(Value::as_str);
-    let addresses = machine.data.pointer("/status/addresses").and_then(Value::as_array);
-    let ip = addresses.into_iter().flatten().find(|a| a["type"] == "InternalIP").and_then(|a| a["address"].as_str());
-    if let (Some("Provisioned" | "Running"), Some(ip)) = (phase, ip)
-        && !s.provisioned.contains_key(&name)
-    {
-        s.provisioned.insert(name, now);
-        tokio::spawn(probe(Arc::clone(seen), ip.to_owned(), s.port));
-    }
-}
-
-/// Waits until the sshd at `ip` sends its banner.
-async fn probe(seen: Shared, ip: String, port: u16) {
-    loop {
-        let answer = tokio::time::timeout(Duration::from_secs(2), async {
-            let mut stream = tokio::net::TcpStream::connect((ip.as_str(), port)).await.ok()?;
-            let mut banner = [0u8; 4];
-            stream.read_exact(&mut banner).await.ok()?;
-            (&banner == b"SSH-").then_some(())
-        });
-        if let Ok(Some(())) = answer.await {
-            seen.lock().unwrap().answering.entry(ip).or_insert_with(Instant::now);
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-fn note_csr(seen: &Shared, csr: &CertificateSigningRequest) {
-    let issued = csr.status.as_ref().is_some_and(|s| s.certificate.is_some());
-    if csr.spec.signer_name == CLIENT_SIGNER && issued {
-        seen.lock().unwrap().issued.entry(csr.name_any()).or_insert_with(Instant::now);
-    }
-}
-
-fn note_node(seen: &Shared, node: &Node) {
-    let mut s = seen.lock().unwrap();
-    let annotations = node.metadata.annotations.clone().unwrap_or_default();
-    let at_version = annotations.get(VERSION_ANNOTATION) == Some(&s.version);
-    let schedulable = node.spec.as_ref().and_then(|s| s.unschedulable) != Some(true);
-    let conditions = node.status.as_ref().and_then(|s| s.conditions.as_ref());
-    let ready = conditions.is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-    if at_version && schedulable && ready {
-        s.ready.entry(node.name_any()).or_insert_with(Instant::now);
-    }
-}
-
-/// Watches Machines, CSRs and Nodes until aborted.
-fn watch(client: kube::Client, seen: Shared) -> tokio::task::JoinHandle<()> {
-    type Step = futures::future::Ready<()>;
-    fn each<K>(seen: &Shared, note: fn(&Shared, &K)) -> impl FnMut(Result<watcher::Event<K>, watcher::Error>) -> Step {
-        let seen = Arc::clone(seen);
-        move |event| {
-            if let Ok(watcher::Event::Apply(o) | watcher::Event::InitApply(o)) = event {
-                note(&seen, &o);
-            }
-            futures::future::ready(())
-        }
-    }
-    tokio::spawn(async move {
-        let machines = Api::<DynamicObject>::namespaced_with(client.clone(), MAPI, &machine_api());
-        let machines = watcher(machines, Default::default()).for_each(each(&seen, note_machine));
-        let csrs = watcher(Api::<CertificateSigningRequest>::all(client.clone()), Default::default())
-            .for_each(each(&seen, note_csr));
-        let nodes = watcher(Api::<Node>::all(client), Default::default()).for_each(each(&seen, note_node));
-        futures::join!(machines, csrs, nodes);
-    })
-}
-
-fn machine_api() -> kube::api::ApiResource {
-    resource("machine.openshift.io", "v1beta1", "Machine", "machines")
-}
-
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
-/// The bench with the payload padded by FILES files of MIB MiB in all.
-async fn start(n: usize) -> MachineBench {
-    let mut bench = MachineBench::start(Backend::InMemory, n, Some(0)).await.expect("the in-memory API");
+fn api_name(api: MachineApi) -> &'static str {
+    match api {
+        MachineApi::Model => "the project's Machine API model (in-memory API)",
+        MachineApi::Real => "machine-api-operator's controllers (real control plane)",
+    }
+}
+
+/// The bench under `api` with the payload padded by FILES files of MIB
+/// MiB in all, its VMs behind `net`'s relays when a network is modelled
+/// (the relays are returned: dropped, they stop).
+async fn start(api: MachineApi, net: Option<&netem::Model>, n: usize) -> (MachineBench, Option<netem::Netem>) {
+    let backend = if api == MachineApi::Real { Backend::Real } else { Backend::InMemory };
+    let mut bench = MachineBench::start_on(backend, api, n, 0, Some(0)).await.expect("the API server");
+    let relays = net.map(|model| {
+        let (upstreams, port): (Vec<SocketAddr>, u16) = {
+            let fleet = bench.cloud.fleet();
+            let vms = fleet.nodes.iter().take(n);
+            (vms.map(|v| format!("{}:{}", v.address, v.port).parse().unwrap()).collect(), fleet.port)
+        };
+        // The relays run their own runtime: started off this one.
+        let model = model.clone();
+        let relays = std::thread::spawn(move || netem::Netem::start(&model, &upstreams)).join().unwrap();
+        let known = bench.cloud.dir.join("known_hosts.relayed");
+        relays.known_hosts(&bench.cloud.known_hosts, port, &known);
+        bench.route(relays.port, known);
+        relays
+    });
     bench.repin(|source| wmco_transfer::binaries(&source.join("extra"), env("FILES", 20), env("MIB", 20)));
     bench.options.max_parallel = bench.desired.fleet.max_parallel as usize;
     bench.options.join.register_timeout = Duration::from_secs(300);
     bench.options.join.ready_timeout = Duration::from_secs(300);
     let first = bench.round().await;
     assert!(!first.failed(), "{}", first.render_text());
-    bench
+    (bench, relays)
 }
 
 /// One whole-fleet round, noting each node round done; and the bytes sent.
@@ -210,11 +145,40 @@ async fn round(bench: &MachineBench, seen: &Shared) -> (RoundReport, u64) {
     (report, sent)
 }
 
-/// Rounds 200 ms apart until `done`; returns the bytes sent.
-async fn rounds_until(bench: &MachineBench, seen: &Shared, done: impl Fn(&RoundReport) -> bool) -> u64 {
+/// What a round did, in one line: its Machines per step, the node rounds
+/// that changed something, the joins.
+fn round_line(report: &RoundReport) -> String {
+    let Some(cluster) = &report.cluster else { return "no cluster part".into() };
+    let mut steps: BTreeMap<&str, usize> = BTreeMap::new();
+    for m in &cluster.machines.machines {
+        *steps.entry(m.step.name()).or_default() += 1;
+    }
+    let steps: Vec<String> = steps.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    let changed = report.nodes.iter().filter(|n| n.has_changes()).count();
+    let joined = cluster.joins.iter().filter(|j| j.result == winfleet::cluster::join::JoinResult::Joined).count();
+    format!(
+        "Machines [{}]; {changed} node rounds changed files; {} joins ({joined} joined)",
+        steps.join(", "),
+        cluster.joins.len()
+    )
+}
+
+/// Rounds 200 ms apart until `done`; returns the bytes sent. `trace`:
+/// each round printed, from `since`.
+async fn rounds_until(
+    bench: &MachineBench,
+    seen: &Shared,
+    trace: Option<Instant>,
+    done: impl Fn(&RoundReport) -> bool,
+) -> u64 {
     let (deadline, mut sent) = (Instant::now() + Duration::from_secs(1800), 0);
     loop {
+        let began = Instant::now();
         let (report, bytes) = round(bench, seen).await;
+        if let Some(since) = trace {
+            let at = |t: Instant| t.duration_since(since).as_secs_f64();
+            println!("    round {:6.2} → {:6.2} s: {}", at(began), at(Instant::now()), round_line(&report));
+        }
         sent += bytes;
         if done(&report) {
             return sent;
@@ -293,7 +257,7 @@ async fn wmco(bench: &MachineBench, seen: &Shared, n: usize, archives: &BTreeMap
             let c = r.cluster.as_ref();
             c.is_some_and(|c| c.machines.machines.iter().any(|m| m.machine == name && m.step == MachineStep::Ready))
         };
-        winfleet_sent += rounds_until(bench, seen, ready).await;
+        winfleet_sent += rounds_until(bench, seen, None, ready).await;
         joins += transferred.elapsed();
     }
     let per = |d: Duration| d.as_secs_f64() / all.len().max(1) as f64;
@@ -302,7 +266,7 @@ async fn wmco(bench: &MachineBench, seen: &Shared, n: usize, archives: &BTreeMap
         per(transfers),
         per(joins)
     );
-    winfleet_sent += rounds_until(bench, seen, machine_set_ready).await;
+    winfleet_sent += rounds_until(bench, seen, None, machine_set_ready).await;
     (wmco_sent, winfleet_sent)
 }
 
@@ -316,10 +280,10 @@ fn last(times: &BTreeMap<String, Instant>, start: Instant, want: usize, what: &s
     times.values().map(|t| t.duration_since(start).as_secs_f64()).fold(0.0, f64::max)
 }
 
-/// Scales the MachineSet from 0 to `n` and measures; `one_at_a_time`:
-/// WMCO's strategy. Returns the phase ends and the bytes sent.
-async fn measure(n: usize, one_at_a_time: bool) -> (Ends, u64) {
-    let mut bench = start(n).await;
+/// Scales the MachineSet from 0 to `n` under `api` and measures;
+/// `one_at_a_time`: WMCO's strategy. Returns the phase ends and the bytes sent.
+async fn measure(api: MachineApi, net: Option<&netem::Model>, n: usize, one_at_a_time: bool) -> (Ends, u64) {
+    let (mut bench, _relays) = start(api, net, n).await;
     let seen = Arc::new(Mutex::new(Seen {
         version: bench.version(),
         port: bench.desired.fleet.default_port,
@@ -337,7 +301,7 @@ async fn measure(n: usize, one_at_a_time: bool) -> (Ends, u64) {
         println!("  WMCO's transfer sent {}, winfleet's rounds {}", mib(wmco), mib(winfleet));
         wmco + winfleet
     } else {
-        rounds_until(&bench, &seen, machine_set_ready).await
+        rounds_until(&bench, &seen, Some(start), machine_set_ready).await
     };
     let total = start.elapsed().as_secs_f64();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -362,9 +326,11 @@ fn mib(bytes: u64) -> String {
     format!("{:.0} MiB", bytes as f64 / f64::from(1u32 << 20))
 }
 
-fn table(n: usize, ours: &Ends, theirs: &Ends) {
+fn table(n: usize, api: MachineApi, ours: &Ends, theirs: &Ends) {
     println!(
-        "\nMachineSet 0 → {n}, every Machine a Ready Node (seconds from the scale-up; a phase ends when its last Machine is through it)\n"
+        "\nMachineSet 0 → {n} under {}, every Machine a Ready Node (seconds from the scale-up; a phase ends when its \
+         last Machine is through it)\n",
+        api_name(api)
     );
     println!("| phase | winfleet | WMCO's strategy | WMCO / winfleet |");
     println!("|---|---|---|---|");
@@ -378,6 +344,26 @@ fn table(n: usize, ours: &Ends, theirs: &Ends) {
     }
 }
 
+/// The Machine APIs asked for (MACHINE_API), the real one only when Go
+/// can build its controllers and the control plane (else a line says why).
+fn machine_apis() -> Vec<MachineApi> {
+    let asked = std::env::var("MACHINE_API").unwrap_or_else(|_| "both".into());
+    let mut apis = match asked.as_str() {
+        "model" => vec![MachineApi::Model],
+        "real" => vec![MachineApi::Real],
+        "both" => vec![MachineApi::Model, MachineApi::Real],
+        other => panic!("MACHINE_API={other}: model, real or both"),
+    };
+    if apis.contains(&MachineApi::Real) {
+        let built = support::controlplane::ensure_built().and_then(|_| support::machine_api_real::ensure_built());
+        if let Err(why) = built {
+            println!("skipped: the case under machine-api-operator's controllers (they cannot be built here: {why})");
+            apis.retain(|a| *a == MachineApi::Model);
+        }
+    }
+    apis
+}
+
 fn main() {
     if std::env::var_os(support::kubelet::ARGS_VAR).is_some() {
         // A Machine's kubelet: the payload's wrapper runs this binary.
@@ -385,13 +371,29 @@ fn main() {
         return;
     }
     let n = env("MACHINES", 20);
+    let net = netem::Model::from_env();
+    let apis = machine_apis();
+    match &net {
+        Some(model) => {
+            let relays = netem::Netem::start(model, &["127.0.0.1:9".parse().unwrap()]);
+            let probe = relays.probe(((model.mbit * 2.0 / 8.0) as usize).clamp(2, 64));
+            println!("network model {} between winfleet and the VMs; {}", model.describe(), probe.describe());
+        }
+        None => println!("loopback: no network model between winfleet and the VMs"),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
-        println!("winfleet: MachineSet 0 → {n}");
-        let (ours, ours_sent) = measure(n, false).await;
-        println!("  winfleet sent {}", mib(ours_sent));
-        println!("\nWMCO's strategy: MachineSet 0 → {n}, one Machine at a time");
-        let (theirs, _) = measure(n, true).await;
-        table(n, &ours, &theirs);
+        let mut tables = Vec::new();
+        for api in apis {
+            println!("\nunder {}:\nwinfleet: MachineSet 0 → {n}", api_name(api));
+            let (ours, ours_sent) = measure(api, net.as_ref(), n, false).await;
+            println!("  winfleet sent {}", mib(ours_sent));
+            println!("WMCO's strategy: MachineSet 0 → {n}, one Machine at a time");
+            let (theirs, _) = measure(api, net.as_ref(), n, true).await;
+            tables.push((api, ours, theirs));
+        }
+        for (api, ours, theirs) in &tables {
+            table(n, *api, ours, theirs);
+        }
     });
 }

@@ -84,13 +84,17 @@ pub async fn apply(work: &Work<'_>) -> Result<Applied, (Stage, String)> {
         }
     }
     let shell = work.spec.shell;
-    let mut uploads: Vec<Packed> = Vec::new();
-    for change in work.lifecycle {
-        if let LifecycleChange::Upload { file, .. } = change {
+    // Each file's encoding at once: the first node of a round to need a new
+    // payload compresses it on every core, not file after file on one
+    // (the others wait for the same encodings).
+    let packing = work.lifecycle.iter().filter_map(|change| match change {
+        LifecycleChange::Upload { file, .. } => Some(async move {
             let upload = Upload { source: file.source.clone(), remote: staged(&file.path, shell), mode: file.mode };
-            uploads.push(Packed { upload, gzip: wire::packed(&file.source, &file.sha256).await });
-        }
-    }
+            Packed { upload, gzip: wire::packed(&file.source, &file.sha256).await }
+        }),
+        _ => None,
+    });
+    let uploads: Vec<Packed> = futures::future::join_all(packing).await;
     let mut uploaded = 0;
     if !uploads.is_empty() {
         uploaded =

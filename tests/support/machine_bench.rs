@@ -121,6 +121,24 @@ impl MachineBench {
         Some(MachineBench { cloud, api, cluster, desired, payload, pool, repo, options })
     }
 
+    /// Reaches the VMs at `port` instead of their sshd's own (a network
+    /// model's relays in front of them: tests/support/netem.rs), trusting
+    /// `known_hosts` (the cloud's, moved to that port): the fleet document,
+    /// the pool and [`Cloud::known_hosts`] follow.
+    pub fn route(&mut self, port: u16, known_hosts: std::path::PathBuf) {
+        let own = self.cloud.fleet().port;
+        let fleet_yaml = self.repo.path().join("fleet.yaml");
+        let text = fs::read_to_string(&fleet_yaml).unwrap();
+        fs::write(&fleet_yaml, text.replace(&format!("    port: {own}\n"), &format!("    port: {port}\n"))).unwrap();
+        self.pool = Pool::new(
+            load_key(&self.cloud.key).unwrap(),
+            KnownHosts::load(&known_hosts, false).unwrap(),
+            Settings { connect_timeout: Duration::from_secs(2), ..Settings::default() },
+        );
+        self.cloud.known_hosts = known_hosts;
+        self.reload();
+    }
+
     /// Loads the repository again.
     pub fn reload(&mut self) {
         self.desired = load(self.repo.path());
