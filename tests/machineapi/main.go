@@ -2,9 +2,11 @@
 // winfleet's tests, built from github.com/openshift/machine-api-operator as
 // a Go module (nothing vendored or copied), against a test control plane:
 // the MachineSet controller, the Machine controller (and its drain
-// controller) with the test cloud's actuator (actuator.go), and nodelink.
+// controller) with the test cloud's actuator (actuator.go), and nodelink;
+// with --webhook-port, its Machine and MachineSet webhooks (webhooks.go).
 //
 //	machineapi --kubeconfig <path> --cloud http://127.0.0.1:<port> [--namespace openshift-machine-api]
+//	           [--webhook-port <port> --webhook-cert-dir <dir>]
 //
 // The actuator asks the test harness's cloud for a Machine's VM (cloud.go
 // says the contract); the harness's VMs are sshd nodes on loopback. It
@@ -97,8 +99,16 @@ func run(cloudURL, namespace string) error {
 	if err := nodelink.Add(mgr, opts); err != nil {
 		return fmt.Errorf("nodelink controller: %w", err)
 	}
+	if err := serveWebhooks(mgr, cfg, gate); err != nil {
+		return fmt.Errorf("webhooks: %w", err)
+	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if mgr.GetCache().WaitForCacheSync(ctx) {
+			select {
+			case <-webhooksRegistered:
+			case <-ctx.Done():
+				return nil
+			}
 			fmt.Println("ready")
 		}
 		<-ctx.Done()
