@@ -91,7 +91,8 @@ phase "go build tests/controlplane in the background (log: $go_log; a cold Go ca
 (cd tests/controlplane && nice -n 10 go build -ldflags "$(cat ldflags)" -o ../../target/controlplane/controlplane . \
   > "../../$go_log" 2>&1) &
 go_pid=$!
-# machine-api-operator's MachineSet, Machine and nodelink controllers with the
+# machine-api-operator's MachineSet, Machine and nodelink controllers and its
+# Machine and MachineSet admission webhooks, with the
 # tests' cloud actuator (tests/real_cluster_machine_api.rs): its own Go
 # module, built beside it; a cold Go cache took 11 minutes here, a warm one
 # 20 seconds.

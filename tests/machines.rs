@@ -243,3 +243,37 @@ async fn scaled_from_0_to_2_on_the_real_control_plane(machine_api: MachineApi) {
     assert!(next.nodes.iter().all(|n| !n.has_changes()), "the next round writes nothing: {}", next.render_text());
     assert_eq!(status(&next), (MachineSetPhase::Ready, "InSync"));
 }
+
+/// `plan --live`'s dry run of a new MachineSet, on either API server: what
+/// the server sets that the repository leaves out (here the CRD's default
+/// `spec.authoritativeAPI`) is shown under the MachineSet, and nothing is
+/// written.
+async fn the_plan_of_a_new_machine_set_shows_what_the_api_server_defaults(backend: Backend) {
+    let Some(bench) = MachineBench::start(backend, 1, Some(1)).await else { return };
+    let plan = bench.plan().await;
+    assert!(!plan.failed(), "{}", plan.render_text());
+    let set = &plan.cluster.as_ref().unwrap().machine_sets[0];
+    let default = set.defaulted.iter().find(|f| f.pointer == "/spec/authoritativeAPI");
+    let default = default.unwrap_or_else(|| panic!("{}", plan.render_text()));
+    assert_eq!((&default.from, &default.to), (&None, &Some(serde_json::json!("MachineAPI"))));
+    let text = plan.render_text();
+    assert!(
+        text.contains("      defaulted by the API server: /spec/authoritativeAPI: (absent) -> \"MachineAPI\""),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&plan.render_json()).unwrap();
+    let fields = json["cluster"]["machineSets"][0]["defaulted"].as_array().unwrap();
+    assert!(fields.iter().any(|f| f["pointer"] == "/spec/authoritativeAPI" && f["to"] == "MachineAPI"), "{json:#}");
+    assert!(bench.api.get(support::machine_bench::MS, "MachineSet", Some(MAPI), SET).await.is_none(), "written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plan_of_a_new_machine_set_shows_what_the_in_memory_api_server_defaults() {
+    the_plan_of_a_new_machine_set_shows_what_the_api_server_defaults(Backend::InMemory).await;
+}
+
+#[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_plan_of_a_new_machine_set_shows_what_the_real_api_server_defaults() {
+    the_plan_of_a_new_machine_set_shows_what_the_api_server_defaults(Backend::Real).await;
+}

@@ -65,6 +65,7 @@ fn mixed_round() -> Round {
         },
         outcome: Some(Outcome::Failed("admission webhook denied the request".into())),
         taken_over: Vec::new(),
+        defaulted: Vec::new(),
     }];
     c.reboots = vec![
         reboot(

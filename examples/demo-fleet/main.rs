@@ -47,6 +47,9 @@ mod machine_provider;
 mod nodes;
 #[path = "../../tests/support/port.rs"]
 mod port;
+// The test CA of the Machine API webhooks' serving certificate.
+#[path = "../../tests/support/registry.rs"]
+mod registry;
 
 use std::fmt::Write as _;
 use std::io::{Read, Write};

@@ -20,9 +20,11 @@ use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use serde::Serialize;
+use serde_json::Value;
 
 use super::associate::Association;
 use super::events::{Events, Reason, Regarding};
+use super::machinesets::defaults;
 use super::machinesets::ownership::{self, FieldConflict};
 use super::machinesets::{Conflict, MachineSetStep, plan_machine_sets};
 use super::metadata::{NodeMetadataPlan, plan_node_metadata};
@@ -31,6 +33,7 @@ use super::replan;
 use super::{ClusterFacts, FIELD_MANAGER, MACHINE_API_NAMESPACE};
 use crate::desired::model::{Instance, MachineSetDesired};
 use crate::node::outcome::Outcome;
+use crate::plan::fields::FieldChange;
 
 /// Everything the cluster part of a round would write.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -42,6 +45,11 @@ pub struct ClusterPlan {
     /// Node patches left for the next round (the Node kept changing while
     /// it was planned again), with why.
     pub left: Vec<(NodeMetadataPlan, String)>,
+    /// The live MachineSets the plan applies to, as observed (by name).
+    pub before: BTreeMap<String, Value>,
+    /// What the API server sets differently from each MachineSet apply,
+    /// as its dry run answered ([`defaults::defaulted`]; by name).
+    pub defaulted: BTreeMap<String, Vec<FieldChange>>,
 }
 
 impl ClusterPlan {
@@ -68,8 +76,10 @@ pub fn plan<'a>(
         })
         .collect();
     nodes.sort_by(|a, b| a.node.cmp(&b.node));
-    let machine_sets = machine_sets.map(|m| plan_machine_sets(m, &facts.machine_sets)).unwrap_or_default();
-    ClusterPlan { machine_sets, nodes, left: Vec::new() }
+    let machine_sets: Vec<MachineSetStep> =
+        machine_sets.map(|m| plan_machine_sets(m, &facts.machine_sets)).unwrap_or_default();
+    let before = defaults::before(&machine_sets, &facts.machine_sets);
+    ClusterPlan { machine_sets, nodes, left: Vec::new(), before, defaulted: BTreeMap::new() }
 }
 
 /// The outcome of one cluster write.
@@ -120,7 +130,8 @@ pub fn api_error(e: &kube::Error) -> String {
     super::fault::describe(e, None)
 }
 
-async fn send(client: &Client, write: &Write<'_>, dry_run: bool) -> Result<(), kube::Error> {
+/// Sends one write; a MachineSet apply answers the object as stored (or as it would be).
+async fn send(client: &Client, write: &Write<'_>, dry_run: bool) -> Result<Option<Value>, kube::Error> {
     match write {
         Write::MachineSet(MachineSetStep::Apply { change, object, force, .. }) => {
             let api: Api<DynamicObject> =
@@ -128,7 +139,8 @@ async fn send(client: &Client, write: &Write<'_>, dry_run: bool) -> Result<(), k
             let mut params = PatchParams::apply(FIELD_MANAGER);
             params.force = *force;
             params.dry_run = dry_run;
-            api.patch(&change.name, &params, &Patch::Apply(object)).await.map(drop)
+            let answer = api.patch(&change.name, &params, &Patch::Apply(object)).await?;
+            Ok(serde_json::to_value(answer).ok())
         }
         Write::MachineSet(MachineSetStep::Delete { change, uid }) => {
             let api: Api<DynamicObject> =
@@ -138,19 +150,21 @@ async fn send(client: &Client, write: &Write<'_>, dry_run: bool) -> Result<(), k
                 preconditions: Some(Preconditions { uid: Some(uid.clone()), resource_version: None }),
                 ..DeleteParams::default()
             };
-            api.delete(&change.name, &params).await.map(drop)
+            api.delete(&change.name, &params).await.map(|_| None)
         }
-        Write::MachineSet(MachineSetStep::Conflict(_)) => Ok(()),
+        Write::MachineSet(MachineSetStep::Conflict(_)) => Ok(None),
         Write::Node(plan) => {
             let api: Api<Node> = Api::all(client.clone());
             let params = PatchParams { dry_run, field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-            api.patch(&plan.node, &params, &Patch::Merge(&plan.patch)).await.map(drop)
+            api.patch(&plan.node, &params, &Patch::Merge(&plan.patch)).await.map(|_| None)
         }
     }
 }
 
 /// Sends every write with `dryRun=All`; returns the rejections (empty:
-/// the plan may be written). A MachineSet apply the API server refuses
+/// the plan may be written). What the server sets differently from each
+/// MachineSet apply it accepts is recorded ([`ClusterPlan::defaulted`]).
+/// A MachineSet apply the API server refuses
 /// for a field conflict becomes a conflict of the plan, not a rejection;
 /// a Node that changed since it was observed is planned again from the
 /// Node as it is now (`instances` are the plan's), or left for the next
@@ -161,14 +175,26 @@ pub async fn dry_run(client: &Client, plan: &mut ClusterPlan, instances: &[&Inst
     let mut rejected = Vec::new();
     let mut conflicts = Vec::new();
     let mut moved = Vec::new();
+    let mut defaulted = BTreeMap::new();
     for (w, result) in writes.iter().zip(results) {
-        let Err(e) = result else { continue };
-        match (w, field_conflicts(w, &e)) {
-            (Write::MachineSet(step), Some(fields)) => conflicts.push(Conflict::of_fields(step.name(), fields)),
-            (Write::Node(node), _) if replan::moved(&e) => moved.push(node.node.clone()),
-            _ => rejected.push(WriteReport { target: w.target(), outcome: Outcome::Failed(w.failure(&e)) }),
+        let answer = match result {
+            Ok(answer) => answer,
+            Err(e) => {
+                match (w, field_conflicts(w, &e)) {
+                    (Write::MachineSet(step), Some(fields)) => conflicts.push(Conflict::of_fields(step.name(), fields)),
+                    (Write::Node(node), _) if replan::moved(&e) => moved.push(node.node.clone()),
+                    _ => rejected.push(WriteReport { target: w.target(), outcome: Outcome::Failed(w.failure(&e)) }),
+                }
+                continue;
+            }
+        };
+        if let (Write::MachineSet(MachineSetStep::Apply { change, object, .. }), Some(answer)) = (w, answer) {
+            let fields = defaults::defaulted(object, &answer, plan.before.get(&change.name));
+            defaulted.insert(change.name.clone(), fields);
         }
     }
+    defaulted.retain(|_, fields: &mut Vec<FieldChange>| !fields.is_empty());
+    plan.defaulted = defaulted;
     for conflict in conflicts {
         if let Some(step) = plan.machine_sets.iter_mut().find(|s| s.name() == conflict.name) {
             *step = MachineSetStep::Conflict(conflict);
@@ -205,7 +231,7 @@ async fn dry_run_again(
         plan.nodes[i] = fresh;
         let write = Write::Node(&plan.nodes[i]);
         match send(client, &write, true).await {
-            Ok(()) => return None,
+            Ok(_) => return None,
             Err(e) if replan::moved(&e) => continue,
             Err(e) => return Some(WriteReport { target: write.target(), outcome: Outcome::Failed(write.failure(&e)) }),
         }
@@ -248,7 +274,7 @@ pub async fn write(
                 None,
                 send(client, &write, false)
                     .await
-                    .map_or_else(|e| Outcome::Failed(write.failure(&e)), |()| Outcome::Applied),
+                    .map_or_else(|e| Outcome::Failed(write.failure(&e)), |_| Outcome::Applied),
             ),
         };
         let write = match &written {
@@ -317,7 +343,7 @@ async fn write_node(
         let plan = current.as_ref().unwrap_or(node);
         let write = Write::Node(plan);
         let failure = match send(client, &write, false).await {
-            Ok(()) => return (current, Outcome::Applied),
+            Ok(_) => return (current, Outcome::Applied),
             Err(e) if replan::moved(&e) => match replan::replan(client, plan, instances).await {
                 Ok(Some(fresh)) => {
                     current = Some(fresh);

@@ -131,12 +131,30 @@ fn denied(message: &str) -> Option<(&str, &str)> {
 const APPLY_CONFLICT: &str = "another field manager owns a field winfleet sets, with another value; \
                               nothing is overwritten (docs/cluster.md, MachineSets)";
 
+/// The advice of a refusal by one of the cluster's validating admission
+/// webhooks (on OpenShift, machine-api-operator's for MachineSets): not
+/// an RBAC matter, whatever the code (403 by default).
+const ADMISSION_DENIED: &str = "an admission webhook of the cluster refused it; the object winfleet writes must \
+                                change as the webhook's message says";
+
+/// Whether the API server's message is an admission webhook's refusal
+/// (`admission webhook "<name>" denied the request: …`).
+fn admission_denied(message: &str) -> bool {
+    message.starts_with("admission webhook \"") && message.contains("\" denied the request")
+}
+
 /// The plain sentence: `<class>: cannot <verb> <resource> [<object>]:
 /// <advice> (<code> <reason>: <the API server's message>)`.
 pub fn sentence(answer: &Answer<'_>, request: Option<&Request<'_>>) -> String {
     let class = classify(answer.code, answer.reason);
     let apply_conflict = class == Class::Conflict && answer.message.starts_with("Apply failed with ");
-    let advice = if apply_conflict { APPLY_CONFLICT } else { class.advice() };
+    let advice = if apply_conflict {
+        APPLY_CONFLICT
+    } else if admission_denied(answer.message) {
+        ADMISSION_DENIED
+    } else {
+        class.advice()
+    };
     let (verb, resource, object) = match request {
         Some(r) => (r.verb, r.resource, r.object.unwrap_or_default()),
         None => match denied(answer.message) {
@@ -204,6 +222,25 @@ mod tests {
 
     fn answer<'a>(code: u16, reason: &'a str, message: &'a str) -> Answer<'a> {
         Answer { code, reason, message, details: ("", "") }
+    }
+
+    #[test]
+    fn a_webhook_refusal_is_the_webhooks_not_a_missing_rbac_rule() {
+        let message = "admission webhook \"validation.machineset.machine.openshift.io\" denied the request: \
+                       spec.selector: Forbidden: selector is immutable";
+        let answer = Answer { details: ("machinesets", "winworker"), ..answer(403, "Forbidden", message) };
+        let request =
+            Request { verb: "patch", resource: "machinesets", object: Some("openshift-machine-api/winworker") };
+        let text = sentence(&answer, Some(&request));
+        assert!(
+            text.starts_with(
+                "forbidden: cannot patch machinesets openshift-machine-api/winworker: an admission webhook of the \
+                 cluster refused it"
+            ),
+            "{text}"
+        );
+        assert!(!text.contains("RBAC"), "{text}");
+        assert!(text.ends_with("selector is immutable)"), "{text}");
     }
 
     #[test]

@@ -62,6 +62,16 @@ fn render_cluster(out: &mut String, c: &ClusterReport, dry_run: bool) {
         for taken in &ms.taken_over {
             let _ = writeln!(out, "      takes over {taken}");
         }
+        for field in &ms.defaulted {
+            let show = |v: &Option<serde_json::Value>| v.as_ref().map_or_else(|| "(absent)".to_owned(), show_value);
+            let _ = writeln!(
+                out,
+                "      defaulted by the API server: {}: {} -> {}",
+                field.pointer,
+                show(&field.from),
+                show(&field.to)
+            );
+        }
     }
     for conflict in &c.conflicts {
         let _ = writeln!(out, "  MachineSet {}: ! conflict: {}", conflict.name, conflict.reason);

@@ -20,6 +20,7 @@ use crate::cluster::upgrade::{UpgradeReport, UpgradeResult};
 use crate::engine::report::FORMAT_VERSION;
 use crate::engine::report::{self as node_report, NodeReport};
 use crate::node::outcome::Outcome;
+use crate::plan::fields::FieldChange;
 use crate::plan::{MachineSetChange, SettingChange};
 use crate::vocab::platform::Platform;
 
@@ -140,6 +141,11 @@ pub struct MachineSetReport {
     /// Fields of another manager a forced apply takes over (adoption, `winfleet.io/force-fields`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub taken_over: Vec<FieldConflict>,
+    /// Fields the API server sets differently from what winfleet applies
+    /// (its admission webhooks, the CRD's defaults), as the apply's dry
+    /// run answered: `from` the repository's value, `to` the server's.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub defaulted: Vec<FieldChange>,
 }
 
 /// A Node metadata change.
@@ -164,7 +170,8 @@ impl ClusterReport {
             match step {
                 MachineSetStep::Apply { change, .. } | MachineSetStep::Delete { change, .. } => {
                     let (change, taken_over) = (change.clone(), step.taken_over().to_vec());
-                    self.machine_sets.push(MachineSetReport { change, outcome: None, taken_over });
+                    let defaulted = plan.defaulted.get(&change.name).cloned().unwrap_or_default();
+                    self.machine_sets.push(MachineSetReport { change, outcome: None, taken_over, defaulted });
                 }
                 MachineSetStep::Conflict(conflict) => self.conflicts.push(conflict.clone()),
             }

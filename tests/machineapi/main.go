@@ -3,9 +3,11 @@
 // a Go module (nothing vendored or copied), against a test control plane:
 // the MachineSet controller, the Machine controller (and its drain
 // controller) with the test cloud's actuator (actuator.go), nodelink and
-// the MachineHealthCheck controller (machinehealthcheck.go).
+// the MachineHealthCheck controller (machinehealthcheck.go); with
+// --webhook-port, its Machine and MachineSet webhooks (webhooks.go).
 //
 //	machineapi --kubeconfig <path> --cloud http://127.0.0.1:<port> [--namespace openshift-machine-api]
+//	           [--webhook-port <port> --webhook-cert-dir <dir>]
 //
 // The actuator asks the test harness's cloud for a Machine's VM (cloud.go
 // says the contract); the harness's VMs are sshd nodes on loopback. It
@@ -101,8 +103,16 @@ func run(cloudURL, namespace string) error {
 	if err := addMachineHealthCheck(mgr, opts); err != nil {
 		return err
 	}
+	if err := serveWebhooks(mgr, cfg, gate); err != nil {
+		return fmt.Errorf("webhooks: %w", err)
+	}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		if mgr.GetCache().WaitForCacheSync(ctx) {
+			select {
+			case <-webhooksRegistered:
+			case <-ctx.Done():
+				return nil
+			}
 			fmt.Println("ready")
 		}
 		<-ctx.Done()

@@ -27,7 +27,7 @@ pub const OPENSHIFT_NAMESPACES: [&str; 5] = [
 ];
 
 /// Seeds what an OpenShift cluster has and winfleet reads: its namespaces;
-/// Infrastructure, Network and Proxy `cluster`; ControllerConfig
+/// Infrastructure, Network, Proxy and DNS `cluster`; ControllerConfig
 /// `machine-config-controller` (the kubelet CA: this cluster's CA); the
 /// Machine Config Operator's ServiceAccount node-bootstrapper (ClusterRole
 /// system:node-bootstrapper) with its token Secret
@@ -43,6 +43,10 @@ pub async fn seed_openshift(plane: &ControlPlane) {
         fixtures::infrastructure(&plane.url),
         fixtures::network(SERVICE_NETWORK),
         fixtures::proxy_cluster(""),
+        // What machine-api-operator's webhooks read besides the
+        // Infrastructure: no public zone.
+        json!({"apiVersion": "config.openshift.io/v1", "kind": "DNS", "metadata": {"name": "cluster"},
+               "spec": {"baseDomain": "test.example"}}),
         controller_config(&ca),
         bootstrap_token_secret(BOOTSTRAP_TOKEN),
         binding("winfleet-test:bootstrappers", "Group", "system:bootstrappers", None),

@@ -8,6 +8,12 @@
 //! refusal a test set with [`Cloud::refuse_creates`] answers 400
 //! (permanent: the Machine fails) or 503 (the controller tries again).
 //!
+//! machine-api-operator's Machine and MachineSet admission webhooks run
+//! in the same process, over TLS with a certificate of a test CA this
+//! harness generates ([`super::registry::Ca`]), registered with the API
+//! server as MAO registers them (tests/machineapi/webhooks.go): every
+//! Machine and MachineSet write meets their defaulting and validation.
+//!
 //! The tests that need it are #[ignore]d like every real-control-plane
 //! test; without `go` and without a built binary such a test fails with
 //! the reason.
@@ -52,16 +58,24 @@ pub struct MachineApiProcess {
 
 impl MachineApiProcess {
     /// Starts the controllers against `kubeconfig`, their actuator asking
-    /// `cloud`; returns once their caches have synced. Blocking.
+    /// `cloud`, and the webhooks; returns once their caches have synced
+    /// and the webhooks are registered. Blocking.
     fn start(kubeconfig: &Path, cloud: &str) -> Self {
         let bin = ensure_built().unwrap_or_else(|why| panic!("the Machine API controllers cannot be had here: {why}"));
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("machineapi.log");
+        let tls = dir.path().join("webhook-tls");
+        std::fs::create_dir(&tls).unwrap();
+        super::registry::Ca::new(&tls);
+        let webhook_port = super::port::free_port().to_string();
         let mut command = Command::new(&bin);
         command
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(["--cloud", cloud])
+            .args(["--webhook-port", &webhook_port])
+            .arg("--webhook-cert-dir")
+            .arg(&tls)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log).unwrap());

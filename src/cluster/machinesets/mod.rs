@@ -20,6 +20,7 @@
 //!   over: adopting a MachineSet (the apply that labels it), and a
 //!   repository MachineSet annotated `winfleet.io/force-fields: "true"`.
 
+pub mod defaults;
 pub mod ownership;
 
 use std::collections::BTreeMap;
