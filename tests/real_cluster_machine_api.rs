@@ -76,19 +76,20 @@ async fn a_machine_set_scaled_from_0_to_1_gets_its_machine_from_the_real_control
 
 #[ignore = "needs the real control plane and machine-api-operator's controllers (Go builds them): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn scaled_from_2_to_1_the_real_machine_set_controller_picks_one_the_machine_controller_drains_and_deletes_it_and_its_node()
+async fn scaled_from_3_to_1_the_real_machine_set_controller_picks_two_the_machine_controller_drains_and_deletes_them_and_their_nodes()
  {
-    let Some(mut bench) = MachineBench::start_on(Backend::Real, MachineApi::Real, 2, 0, Some(2)).await else { return };
+    let Some(mut bench) = MachineBench::start_on(Backend::Real, MachineApi::Real, 3, 0, Some(3)).await else { return };
     bench.rounds_until(90, machine_set_ready).await;
-    let before: Vec<String> = names(&bench.machines().await);
+    let machines = bench.machines().await;
+    let before: Vec<String> = names(&machines);
     let nodes: Vec<String> =
-        bench.machines().await.iter().map(|m| m["status"]["nodeRef"]["name"].as_str().unwrap().to_owned()).collect();
+        machines.iter().map(|m| m["status"]["nodeRef"]["name"].as_str().unwrap().to_owned()).collect();
     bench.scale_in_git(Some(1));
     let report = bench.round().await;
     assert!(!report.failed(), "{}", report.render_text());
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
-    while bench.cloud.log().deleted.is_empty() {
-        assert!(std::time::Instant::now() < deadline, "no VM deleted: {}", bench.cloud.controllers_log());
+    while bench.cloud.log().deleted.len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "two VMs not deleted: {}", bench.cloud.controllers_log());
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
     let reports = bench
@@ -106,15 +107,25 @@ async fn scaled_from_2_to_1_the_real_machine_set_controller_picks_one_the_machin
     let after = names(&bench.machines().await);
     assert_eq!(after.len(), 1);
     let deleted = bench.cloud.log().deleted;
-    assert_eq!(deleted.len(), 1);
-    assert!(before.contains(&deleted[0]) && !after.contains(&deleted[0]), "{before:?} {after:?} {deleted:?}");
-    // The Machine controller drained the deleted Machine's Node, then
-    // deleted it once the cloud had no VM for it.
-    let reasons = events_for(&bench, &deleted[0]).await;
-    assert!(reasons.contains(&"DrainSucceeded".to_owned()), "{reasons:?}");
-    let deleted_at = before.iter().position(|m| m == &deleted[0]).unwrap();
-    assert!(bench.api.get("v1", "Node", None, &nodes[deleted_at]).await.is_none(), "the Machine's Node is deleted");
-    assert!(bench.api.get("v1", "Node", None, &nodes[1 - deleted_at]).await.is_some(), "the other Node stays");
+    assert_eq!(deleted.len(), 2, "{deleted:?}");
+    for (machine, node) in before.iter().zip(&nodes) {
+        let exists = bench.api.get("v1", "Node", None, node).await.is_some();
+        if deleted.contains(machine) {
+            assert!(!after.contains(machine), "{before:?} {after:?} {deleted:?}");
+            // The Machine controller drained its Node, then deleted it
+            // once the cloud had no VM for it.
+            let reasons = events_for(&bench, machine).await;
+            assert!(reasons.contains(&"DrainSucceeded".to_owned()), "{machine}: {reasons:?}");
+            assert!(!exists, "the deleted Machine's Node {node} is deleted");
+        } else {
+            assert_eq!(after, [machine.clone()]);
+            assert!(exists, "the kept Machine's Node {node} stays");
+        }
+    }
+    // The MachineSet is reported truthfully: one Machine, Ready.
+    let last = reports.last().unwrap();
+    let set = last.cluster.as_ref().unwrap().machines.machine_set(SET).unwrap();
+    assert!(set.ready(), "{}", last.render_text());
 }
 
 #[ignore = "needs the real control plane and machine-api-operator's controllers (Go builds them): scripts/test.sh runs it"]
