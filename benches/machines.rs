@@ -97,7 +97,7 @@ fn api_name(api: MachineApi) -> &'static str {
 /// (the relays are returned: dropped, they stop).
 async fn start(api: MachineApi, net: Option<&netem::Model>, n: usize) -> (MachineBench, Option<netem::Netem>) {
     let backend = if api == MachineApi::Real { Backend::Real } else { Backend::InMemory };
-    let mut bench = MachineBench::start_on(backend, api, n, 0, Some(0)).await.expect("the API server");
+    let mut bench = MachineBench::start_on(backend, api, n, 0, Some(0)).await;
     let relays = net.map(|model| {
         let (upstreams, port): (Vec<SocketAddr>, u16) = {
             let fleet = bench.cloud.fleet();

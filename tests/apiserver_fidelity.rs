@@ -107,13 +107,13 @@ async fn a_custom_resource_with_a_status_subresource_drops_the_status_it_is_crea
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_is_dropped_on_create_against_the_real_server() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     a_custom_resource_with_a_status_subresource_drops_the_status_it_is_created_with(&api).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_is_dropped_on_create_against_the_in_memory_server() {
-    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let api = TestApi::start(Backend::InMemory).await;
     a_custom_resource_with_a_status_subresource_drops_the_status_it_is_created_with(&api).await;
 }
 
@@ -162,13 +162,13 @@ async fn the_crd_schema_defaults_and_prunes(api: &TestApi) {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_crd_schema_defaults_and_prunes_on_the_real_server() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     the_crd_schema_defaults_and_prunes(&api).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_crd_schema_defaults_and_prunes_on_the_in_memory_server() {
-    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let api = TestApi::start(Backend::InMemory).await;
     the_crd_schema_defaults_and_prunes(&api).await;
 }
 
@@ -207,12 +207,12 @@ async fn a_network_takes_its_status_with_the_object(api: &TestApi) {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_network_takes_its_status_with_the_object_on_the_real_server() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     a_network_takes_its_status_with_the_object(&api).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_network_takes_its_status_with_the_object_on_the_in_memory_server() {
-    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let api = TestApi::start(Backend::InMemory).await;
     a_network_takes_its_status_with_the_object(&api).await;
 }

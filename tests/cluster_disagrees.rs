@@ -202,13 +202,13 @@ fn desired_fixed(fleet: &TestFleet, more: &[(&str, String)]) -> Desired {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_disagreement_is_reported_once_and_cleared_when_fixed_on_the_in_memory_server() {
-    each_disagreement_is_reported_once_and_cleared_when_fixed(TestApi::start(Backend::InMemory).await.unwrap()).await;
+    each_disagreement_is_reported_once_and_cleared_when_fixed(TestApi::start(Backend::InMemory).await).await;
 }
 
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_disagreement_is_reported_once_and_cleared_when_fixed_on_the_real_control_plane() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     each_disagreement_is_reported_once_and_cleared_when_fixed(api).await;
 }
 
@@ -253,13 +253,13 @@ async fn the_nodes_follow_the_clusters_mirror_sets_and_proxy(api: TestApi) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_nodes_follow_the_clusters_mirror_sets_and_proxy_on_the_in_memory_server() {
-    the_nodes_follow_the_clusters_mirror_sets_and_proxy(TestApi::start(Backend::InMemory).await.unwrap()).await;
+    the_nodes_follow_the_clusters_mirror_sets_and_proxy(TestApi::start(Backend::InMemory).await).await;
 }
 
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_nodes_follow_the_clusters_mirror_sets_and_proxy_on_the_real_control_plane() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     the_nodes_follow_the_clusters_mirror_sets_and_proxy(api).await;
 }
 
@@ -305,7 +305,7 @@ async fn following_the_cluster_without_a_cluster_changes_no_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn differences_remembered_in_winfleets_namespace_are_not_reported_again_after_a_restart() {
-    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let api = TestApi::start(Backend::InMemory).await;
     let fleet = TestFleet::start(1);
     cluster_proxy(&api, json!({"httpProxy": "http://proxy.linux.example:3128"})).await;
     let cluster = Cluster { client: api.client(), url: api.url().to_owned() };

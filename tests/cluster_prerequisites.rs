@@ -102,7 +102,7 @@ async fn held(bench: &Bench, reason: &str) -> RoundReport {
 }
 
 async fn refused_then_joined(backend: Backend) {
-    let Some(mut bench) = bench(backend, &[NAME]).await else { return };
+    let mut bench = bench(backend, &[NAME]).await;
     if let TestApi::InMemory { server, .. } = &bench.api {
         server.set_version(KUBERNETES_VERSION);
     }
@@ -156,7 +156,7 @@ async fn a_kubelet_out_of_skew_or_no_hybrid_overlay_holds_the_join_until_fixed_o
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cluster_with_no_operator_network_and_no_declared_kubelet_is_not_checked_and_joins() {
-    let Some(bench) = bench(Backend::InMemory, &[NAME]).await else { return };
+    let bench = bench(Backend::InMemory, &[NAME]).await;
     let report = bench.round().await;
     let cluster = report.cluster.as_ref().unwrap();
     assert_eq!(cluster.prerequisites.refused, None);
@@ -171,7 +171,7 @@ async fn a_cluster_with_no_operator_network_and_no_declared_kubelet_is_not_check
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_refusal_holds_the_upgrade_of_a_joined_node_which_keeps_its_version_until_fixed() {
     use winfleet::cluster::upgrade::UpgradeResult;
-    let Some(mut bench) = bench(Backend::InMemory, &[NAME]).await else { return };
+    let mut bench = bench(Backend::InMemory, &[NAME]).await;
     let TestApi::InMemory { server, .. } = &bench.api else { unreachable!() };
     server.set_version(KUBERNETES_VERSION);
     declare_kubelet(&mut bench, Some("v1.37.0"));
@@ -221,7 +221,7 @@ fn stamp_kubelet(bench: &mut Bench, version: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_payloads_own_kubelet_version_is_judged_when_the_fleet_declares_none() {
-    let Some(mut bench) = bench(Backend::InMemory, &[NAME]).await else { return };
+    let mut bench = bench(Backend::InMemory, &[NAME]).await;
     let TestApi::InMemory { server, .. } = &bench.api else { unreachable!() };
     server.set_version(KUBERNETES_VERSION);
     declare_kubelet(&mut bench, None);

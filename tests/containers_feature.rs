@@ -43,7 +43,7 @@ fn operations(report: &RoundReport) -> Vec<(String, Option<Outcome>)> {
 }
 
 async fn enabled_rebooted_then_joined(backend: Backend) {
-    let Some(bench) = bench(backend, &[NAME]).await else { return };
+    let bench = bench(backend, &[NAME]).await;
     let node = &bench.fleet.nodes[0];
     node.without_containers_feature();
     node.simulate_reboots();
@@ -100,7 +100,7 @@ async fn a_host_without_the_containers_feature_gets_it_reboots_and_joins_in_one_
 /// goes on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_not_back_from_its_reboot_fails_and_the_next_round_reboots_it_and_goes_on() {
-    let Some(mut bench) = bench(Backend::InMemory, &[NAME]).await else { return };
+    let mut bench = bench(Backend::InMemory, &[NAME]).await;
     let node = &bench.fleet.nodes[0];
     node.without_containers_feature();
     let files = node.files();
@@ -140,7 +140,7 @@ async fn a_host_not_back_from_its_reboot_fails_and_the_next_round_reboots_it_and
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_host_with_a_node_gets_the_feature_through_the_safe_reboot_then_joins() {
     use winfleet::cluster::rollout::RebootResult;
-    let Some(bench) = bench(Backend::InMemory, &[NAME]).await else { return };
+    let bench = bench(Backend::InMemory, &[NAME]).await;
     let first = bench.round().await;
     assert_eq!(first.cluster.as_ref().unwrap().joins[0].result, JoinResult::Joined, "{}", first.render_text());
     let support::controlplane::TestApi::InMemory { server, .. } = &bench.api else { unreachable!() };

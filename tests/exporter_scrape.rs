@@ -141,7 +141,7 @@ fn tls_file(bench: &Bench, n: usize, name: &str) -> std::path::PathBuf {
 }
 
 async fn scraped_rotated_and_removed(backend: Backend) {
-    let Some(mut bench) = bench(backend, &["win-0", "win-1"]).await else { return };
+    let mut bench = bench(backend, &["win-0", "win-1"]).await;
     if let TestApi::Real(plane) = &bench.api {
         install_identity(plane, None).await;
     }

@@ -78,12 +78,12 @@ async fn a_rotated_kubelet_ca_reaches_every_node(bench: Bench) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_kubelet_ca_reaches_every_node_in_the_next_round_on_the_in_memory_server() {
-    a_rotated_kubelet_ca_reaches_every_node(bench(Backend::InMemory, &NAMES).await.unwrap()).await;
+    a_rotated_kubelet_ca_reaches_every_node(bench(Backend::InMemory, &NAMES).await).await;
 }
 
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_kubelet_ca_reaches_every_node_in_the_next_round_on_the_real_control_plane() {
-    let Some(bench) = bench(Backend::Real, &NAMES).await else { return };
+    let bench = bench(Backend::Real, &NAMES).await;
     a_rotated_kubelet_ca_reaches_every_node(bench).await;
 }

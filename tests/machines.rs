@@ -24,7 +24,7 @@ fn fake_kubelet_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_set_scaled_from_0_to_3_in_git_gives_three_ready_nodes_and_status_is_ready_only_at_the_end() {
-    let mut bench = MachineBench::start(Backend::InMemory, 3, Some(0)).await.unwrap();
+    let mut bench = MachineBench::start(Backend::InMemory, 3, Some(0)).await;
     let first = bench.round().await;
     assert!(!first.failed(), "{}", first.render_text());
     let secret = bench.api.get("v1", "Secret", Some(MAPI), "windows-user-data").await.expect("user data kept");
@@ -81,7 +81,7 @@ fn steps(report: &RoundReport) -> Vec<&'static str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaled_from_3_to_1_the_machine_api_removes_two_and_winfleet_deconfigures_nothing_over_ssh() {
-    let mut bench = MachineBench::start(Backend::InMemory, 3, Some(3)).await.unwrap();
+    let mut bench = MachineBench::start(Backend::InMemory, 3, Some(3)).await;
     bench.rounds_until(30, machine_set_ready).await;
     bench.scale_in_git(Some(1));
     let report = bench.round().await;
@@ -103,7 +103,7 @@ async fn scaled_from_3_to_1_the_machine_api_removes_two_and_winfleet_deconfigure
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_booting_vm_is_waiting_not_failed_then_configured_once_it_answers() {
-    let bench = MachineBench::start(Backend::InMemory, 1, Some(1)).await.unwrap();
+    let bench = MachineBench::start(Backend::InMemory, 1, Some(1)).await;
     bench.cloud.set_boot_delay(std::time::Duration::from_secs(20));
     let reports = bench.rounds_until(60, machine_set_ready).await;
     let waited: Vec<&RoundReport> =
@@ -118,7 +118,7 @@ async fn a_slow_booting_vm_is_waiting_not_failed_then_configured_once_it_answers
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_autoscaler_change_of_replicas_is_followed_not_reverted_when_git_leaves_them_out() {
-    let bench = MachineBench::start(Backend::InMemory, 2, None).await.unwrap();
+    let bench = MachineBench::start(Backend::InMemory, 2, None).await;
     bench.rounds_until(30, machine_set_ready).await;
     assert_eq!(bench.machines().await.len(), 1, "the MachineSet's default");
     // The autoscaler scales the MachineSet on the cluster, not in Git.
@@ -140,7 +140,7 @@ async fn an_autoscaler_change_of_replicas_is_followed_not_reverted_when_git_leav
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_failing_three_rounds_in_a_row_is_reported_on_the_machine_and_never_deleted() {
-    let bench = MachineBench::start(Backend::InMemory, 1, Some(1)).await.unwrap();
+    let bench = MachineBench::start(Backend::InMemory, 1, Some(1)).await;
     bench.cloud.ignore_user_data();
     let reports = bench
         .rounds_until(30, |r| {
@@ -172,7 +172,7 @@ async fn a_machine_failing_three_rounds_in_a_row_is_reported_on_the_machine_and_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn csrs_another_approver_decides_first_or_a_409_on_approval_are_no_error() {
-    let bench = MachineBench::start(Backend::InMemory, 2, Some(2)).await.unwrap();
+    let bench = MachineBench::start(Backend::InMemory, 2, Some(2)).await;
     let support::controlplane::TestApi::InMemory { server, .. } = &bench.api else { unreachable!() };
     // The first approvals winfleet sends meet a 409 (another writer won).
     server.fail("PATCH", "/approval", 409, None, 2);
@@ -226,7 +226,7 @@ async fn a_machine_set_scaled_from_0_to_2_becomes_ready_nodes_under_machine_api_
 }
 
 async fn scaled_from_0_to_2_on_the_real_control_plane(machine_api: MachineApi) {
-    let Some(mut bench) = MachineBench::start_on(Backend::Real, machine_api, 2, 0, Some(0)).await else { return };
+    let mut bench = MachineBench::start_on(Backend::Real, machine_api, 2, 0, Some(0)).await;
     let first = bench.round().await;
     assert!(!first.failed(), "{}", first.render_text());
     bench.scale_in_git(Some(2));
@@ -249,7 +249,7 @@ async fn scaled_from_0_to_2_on_the_real_control_plane(machine_api: MachineApi) {
 /// `spec.authoritativeAPI`) is shown under the MachineSet, and nothing is
 /// written.
 async fn the_plan_of_a_new_machine_set_shows_what_the_api_server_defaults(backend: Backend) {
-    let Some(bench) = MachineBench::start(backend, 1, Some(1)).await else { return };
+    let bench = MachineBench::start(backend, 1, Some(1)).await;
     let plan = bench.plan().await;
     assert!(!plan.failed(), "{}", plan.render_text());
     let set = &plan.cluster.as_ref().unwrap().machine_sets[0];

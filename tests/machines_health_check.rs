@@ -45,7 +45,7 @@ fn fake_kubelet_process() {
 /// registration wait: 16m); a long enough one is no finding.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_round_and_the_machine_set_status_name_a_health_check_too_short_for_a_windows_join() {
-    let Some(bench) = MachineBench::start(Backend::InMemory, 1, Some(0)).await else { return };
+    let bench = MachineBench::start(Backend::InMemory, 1, Some(0)).await;
     health_check(&bench, "10m").await;
     let report = bench.round().await;
     let text = report.render_text();
@@ -67,7 +67,7 @@ async fn the_round_and_the_machine_set_status_name_a_health_check_too_short_for_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_startup_timeout_shorter_than_the_join_deletes_the_machine_mid_configure_and_winfleet_names_the_value_needed()
  {
-    let Some(mut bench) = slow_joins(6).await else { return };
+    let mut bench = slow_joins(6).await;
     health_check(&bench, SHORT).await;
     // Named before any Machine exists: the repository's MachineSet is a
     // Windows one the MachineHealthCheck selects.
@@ -132,7 +132,7 @@ async fn a_node_startup_timeout_shorter_than_the_join_deletes_the_machine_mid_co
 #[ignore = "needs the real control plane and machine-api-operator's controllers (Go builds them): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_node_startup_timeout_winfleet_names_the_machine_joins_through_its_reboot_untouched() {
-    let Some(mut bench) = slow_joins(2).await else { return };
+    let mut bench = slow_joins(2).await;
     health_check(&bench, NEEDED).await;
     bench.scale_in_git(Some(1));
     let reports = bench.rounds_until(60, machine_set_ready).await;
@@ -161,15 +161,15 @@ async fn with_the_node_startup_timeout_winfleet_names_the_machine_joins_through_
 /// The Machine bench with the real Machine API, the MachineSet at 0, and
 /// `vms` VMs that lack the Containers feature and reboot in [`REBOOT`]
 /// seconds; the round waits 10 s for a reboot and 20 s for a registration.
-async fn slow_joins(vms: usize) -> Option<MachineBench> {
-    let mut bench = MachineBench::start_on(Backend::Real, MachineApi::Real, vms, 0, Some(0)).await?;
+async fn slow_joins(vms: usize) -> MachineBench {
+    let mut bench = MachineBench::start_on(Backend::Real, MachineApi::Real, vms, 0, Some(0)).await;
     for node in bench.cloud.fleet().nodes.iter().take(vms) {
         node.without_containers_feature();
         node.simulate_reboots_taking(REBOOT);
     }
     bench.options.rollout.reboot_timeout = Duration::from_secs(10);
     bench.options.join.register_timeout = Duration::from_secs(20);
-    Some(bench)
+    bench
 }
 
 fn health_checks(bench: &MachineBench) -> Api<DynamicObject> {

@@ -180,7 +180,7 @@ async fn a_key_rotation_replaces_each_machine_one_at_a_time_under_machine_api_op
 }
 
 async fn rotation_over_two_machines_and_two_hosts(backend: Backend, machine_api: MachineApi) {
-    let Some(mut bench) = MachineBench::start_on(backend, machine_api, 4, 2, Some(2)).await else { return };
+    let mut bench = MachineBench::start_on(backend, machine_api, 4, 2, Some(2)).await;
     let byoh_joined = |r: &RoundReport| r.cluster.as_ref().is_some_and(|c| c.associated.len() == 4);
     bench.rounds_until(60, |r| machine_set_ready(r) && byoh_joined(r)).await;
     let client = bench.api.client();
@@ -279,7 +279,7 @@ async fn a_replacement_that_cannot_become_ready_stops_the_rotation_under_machine
 }
 
 async fn replacement_never_ready(backend: Backend, machine_api: MachineApi) {
-    let mut bench = MachineBench::start_on(backend, machine_api, 3, 0, Some(2)).await.unwrap();
+    let mut bench = MachineBench::start_on(backend, machine_api, 3, 0, Some(2)).await;
     bench.rounds_until(30, machine_set_ready).await;
     let originals: Vec<String> =
         bench.machines().await.iter().map(|m| m["metadata"]["name"].as_str().unwrap().to_owned()).collect();

@@ -189,7 +189,7 @@ fn line<'a>(text: &'a str, prefix: &str) -> &'a str {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_payload_pin_upgrades_machine_backed_nodes_in_place_one_slot_at_a_time() {
-    let mut bench = MachineBench::start(Backend::InMemory, 3, Some(3)).await.unwrap();
+    let mut bench = MachineBench::start(Backend::InMemory, 3, Some(3)).await;
     bench.rounds_until(30, machine_set_ready).await;
     let before = machines(&bench).await;
     assert_eq!(before.len(), 3);
@@ -297,7 +297,7 @@ async fn a_new_payload_pin_upgrades_machine_backed_nodes_in_place_one_slot_at_a_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machine_backed_and_byoh_nodes_share_one_disruption_budget() {
     // Two Machines and one BYOH host listed in the repository.
-    let mut bench = MachineBench::start_with_hosts(Backend::InMemory, 2, 1, Some(2)).await.unwrap();
+    let mut bench = MachineBench::start_with_hosts(Backend::InMemory, 2, 1, Some(2)).await;
     let byoh = (bench.cloud.hosts()[0].clone(), "win-byoh-0".to_owned());
     let everyone_ready = |r: &RoundReport| {
         let byoh_joined = r.cluster.as_ref().is_some_and(|c| c.associated.contains_key(&byoh.0));
@@ -342,7 +342,7 @@ async fn a_new_payload_pin_upgrades_machine_backed_nodes_in_place_under_machine_
 }
 
 async fn upgrade_in_place_on_the_real_control_plane(machine_api: MachineApi) {
-    let Some(mut bench) = MachineBench::start_on(Backend::Real, machine_api, 2, 0, Some(2)).await else { return };
+    let mut bench = MachineBench::start_on(Backend::Real, machine_api, 2, 0, Some(2)).await;
     bench.rounds_until(60, machine_set_ready).await;
     let before = machines(&bench).await;
     let mut nodes: Vec<String> = before.values().map(|(_, node)| node.clone()).collect();

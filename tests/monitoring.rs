@@ -124,20 +124,20 @@ async fn the_endpoints_follow_windows_nodes(bench: Bench) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_windows_exporter_endpoints_follow_windows_nodes_joining_and_leaving_on_the_in_memory_server() {
-    let bench = bench(Backend::InMemory, &NAMES).await.unwrap();
+    let bench = bench(Backend::InMemory, &NAMES).await;
     the_endpoints_follow_windows_nodes(bench).await;
 }
 
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_windows_exporter_endpoints_follow_windows_nodes_joining_and_leaving_on_the_real_control_plane() {
-    let Some(bench) = bench(Backend::Real, &NAMES).await else { return };
+    let bench = bench(Backend::Real, &NAMES).await;
     the_endpoints_follow_windows_nodes(bench).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_the_namespace_nothing_is_kept_and_the_round_goes_on() {
-    let bench = bench(Backend::InMemory, &NAMES).await.unwrap();
+    let bench = bench(Backend::InMemory, &NAMES).await;
     let report = bench.round().await;
     assert!(!report.failed(), "{}", report.render_text());
     assert!(get(&bench, "v1", "Endpoints").await.is_none());

@@ -31,7 +31,7 @@ fn fake_kubelet_process() {
 const PRE_SCRIPT: &str = "printf 'IP-%s.EC2.Internal\\n' \"$(cat /proc/sys/kernel/hostname)\"";
 
 async fn overridden_name_joins(backend: Backend) {
-    let Some(mut bench) = bench(backend, &["win-0"]).await else { return };
+    let mut bench = bench(backend, &["win-0"]).await;
     std::fs::write(bench.repo.path().join("services.yaml"), services_manifest_overriding_the_host_name(PRE_SCRIPT))
         .unwrap();
     bench.reload();

@@ -118,7 +118,7 @@ fn approved(reports: &[RoundReport]) -> Vec<String> {
 
 async fn scenario(backend: Backend, platform: Platform) {
     let case = case(platform);
-    let mut bench = MachineBench::start_with_hosts(backend, 1, 1, Some(1)).await.unwrap();
+    let mut bench = MachineBench::start_with_hosts(backend, 1, 1, Some(1)).await;
     let client = bench.api.client();
     let rendered = seed_platform(&client, platform).await;
     if platform == Platform::Azure {

@@ -149,13 +149,13 @@ async fn a_rotated_secret_reaches_hosts_toml(api: TestApi) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_cluster_pull_secret_reaches_hosts_toml_in_the_next_round_on_the_in_memory_server() {
-    a_rotated_secret_reaches_hosts_toml(TestApi::start(Backend::InMemory).await.unwrap()).await;
+    a_rotated_secret_reaches_hosts_toml(TestApi::start(Backend::InMemory).await).await;
 }
 
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rotated_cluster_pull_secret_reaches_hosts_toml_in_the_next_round_on_the_real_control_plane() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     a_rotated_secret_reaches_hosts_toml(api).await;
 }
 

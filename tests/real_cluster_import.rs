@@ -182,7 +182,7 @@ async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> 
 }
 
 async fn import_then_plan_live(backend: Backend) {
-    let Some(api) = TestApi::start(backend).await else { return };
+    let api = TestApi::start(backend).await;
     let fleet = TestFleet::start(2);
     wmco_cluster(&api, &fleet).await;
     wmco_host_files(&fleet);

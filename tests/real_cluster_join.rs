@@ -186,12 +186,12 @@ async fn three_nodes_join_and_the_next_round_writes_nothing(bench: &Bench) {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_join_the_real_control_plane_and_the_next_round_writes_nothing() {
-    let Some(bench) = bench(Backend::Real, &NAMES).await else { return };
+    let bench = bench(Backend::Real, &NAMES).await;
     three_nodes_join_and_the_next_round_writes_nothing(&bench).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_nodes_join_the_in_memory_server_and_the_next_round_writes_nothing() {
-    let bench = bench(Backend::InMemory, &NAMES).await.unwrap();
+    let bench = bench(Backend::InMemory, &NAMES).await;
     three_nodes_join_and_the_next_round_writes_nothing(&bench).await;
 }

@@ -147,8 +147,8 @@ async fn until_applied(fleet: &TestFleet, mirror: &str) {
 /// A fleet of one sshd node, its repository, the API server with the
 /// Lease's namespace, and two daemons: `a` leading (its first round
 /// applied), `b` following (it has read the Lease).
-async fn two_daemons(backend: Backend) -> Option<(TestApi, TestFleet, Remote, Daemon, Daemon)> {
-    let api = TestApi::start(backend).await?;
+async fn two_daemons(backend: Backend) -> (TestApi, TestFleet, Remote, Daemon, Daemon) {
+    let api = TestApi::start(backend).await;
     namespace(&api).await;
     let fleet = TestFleet::start(1);
     let remote = remote(&fleet, "");
@@ -163,11 +163,11 @@ async fn two_daemons(backend: Backend) -> Option<(TestApi, TestFleet, Remote, Da
     let renewed = micro_time(&held, "renewTime");
     until_lease(&api, "a renews while b runs", |l| holder(l) == holder(&held) && micro_time(l, "renewTime") > renewed)
         .await;
-    Some((api, fleet, remote, a, b))
+    (api, fleet, remote, a, b)
 }
 
 async fn killed_leader(backend: Backend) {
-    let Some((api, fleet, remote, a, b)) = two_daemons(backend).await else { return };
+    let (api, fleet, remote, a, b) = two_daemons(backend).await;
     let before = lease(&api).await.unwrap();
     let a_identity = holder(&before).to_owned();
     assert_eq!(before["spec"]["leaseDurationSeconds"], json!(LEASE_SECONDS));
@@ -211,7 +211,7 @@ async fn stop(daemon: Daemon) -> (std::process::ExitStatus, Vec<String>) {
 }
 
 async fn clean_shutdown(backend: Backend) {
-    let Some((api, fleet, remote, a, b)) = two_daemons(backend).await else { return };
+    let (api, fleet, remote, a, b) = two_daemons(backend).await;
     let before = lease(&api).await.unwrap();
     let a_identity = holder(&before).to_owned();
     // Pushed before the stop (a polls hourly: it never sees it), so the
@@ -244,7 +244,7 @@ async fn clean_shutdown(backend: Backend) {
 /// The Lease API itself, as the elector uses it: MicroTime normalized to
 /// microseconds, a write carrying a stale resourceVersion refused with 409.
 async fn lease_api(backend: Backend) {
-    let Some(api) = TestApi::start(backend).await else { return };
+    let api = TestApi::start(backend).await;
     namespace(&api).await;
     let leases: Api<Lease> = Api::namespaced(api.client(), NS);
     let lease: Lease = serde_json::from_value(json!({

@@ -26,7 +26,7 @@ fn fake_kubelet_process() {
 #[ignore = "needs the real control plane and machine-api-operator's controllers (Go builds them): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_set_scaled_from_0_to_1_gets_its_machine_from_the_real_controllers_and_a_ready_node() {
-    let Some(mut bench) = MachineBench::start_on(Backend::Real, MachineApi::Real, 1, 0, Some(0)).await else { return };
+    let mut bench = MachineBench::start_on(Backend::Real, MachineApi::Real, 1, 0, Some(0)).await;
     let first = bench.round().await;
     assert!(!first.failed(), "{}", first.render_text());
     bench.scale_in_git(Some(1));
@@ -78,7 +78,7 @@ async fn a_machine_set_scaled_from_0_to_1_gets_its_machine_from_the_real_control
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaled_from_3_to_1_the_real_machine_set_controller_picks_two_the_machine_controller_drains_and_deletes_them_and_their_nodes()
  {
-    let Some(mut bench) = MachineBench::start_on(Backend::Real, MachineApi::Real, 3, 0, Some(3)).await else { return };
+    let mut bench = MachineBench::start_on(Backend::Real, MachineApi::Real, 3, 0, Some(3)).await;
     bench.rounds_until(90, machine_set_ready).await;
     let machines = bench.machines().await;
     let before: Vec<String> = names(&machines);
@@ -131,7 +131,7 @@ async fn scaled_from_3_to_1_the_real_machine_set_controller_picks_two_the_machin
 #[ignore = "needs the real control plane and machine-api-operator's controllers (Go builds them): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_the_cloud_refuses_for_capacity_is_tried_again_by_the_machine_controller_and_becomes_a_node() {
-    let Some(bench) = MachineBench::start_on(Backend::Real, MachineApi::Real, 1, 0, Some(1)).await else { return };
+    let bench = MachineBench::start_on(Backend::Real, MachineApi::Real, 1, 0, Some(1)).await;
     let refusal = Refusal::Transient("insufficient capacity in the zone".to_owned());
     bench.cloud.refuse_creates([refusal.clone(), refusal]);
     bench.rounds_until(90, machine_set_ready).await;
@@ -145,7 +145,7 @@ async fn a_create_the_cloud_refuses_for_capacity_is_tried_again_by_the_machine_c
 #[ignore = "needs the real control plane and machine-api-operator's controllers (Go builds them): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_refused_as_invalid_fails_the_machine_which_winfleet_reports_provisioning_and_never_deletes() {
-    let Some(bench) = MachineBench::start_on(Backend::Real, MachineApi::Real, 1, 0, Some(1)).await else { return };
+    let bench = MachineBench::start_on(Backend::Real, MachineApi::Real, 1, 0, Some(1)).await;
     bench.cloud.refuse_creates([Refusal::Permanent("instance type m9.huge does not exist".to_owned())]);
     let reports = bench
         .rounds_until(60, |r| {

@@ -48,7 +48,7 @@ fn winfleet_fields(set: &Value) -> Vec<Value> {
 #[ignore = "needs the real control plane and machine-api-operator's controllers and webhooks (Go builds them): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scaled_from_0_to_3_through_the_webhooks_three_ready_nodes_and_the_next_round_writes_nothing() {
-    let Some(mut bench) = MachineBench::start_on(Backend::Real, MachineApi::Real, 3, 0, Some(0)).await else { return };
+    let mut bench = MachineBench::start_on(Backend::Real, MachineApi::Real, 3, 0, Some(0)).await;
     let first = bench.round().await;
     assert!(!first.failed(), "{}", first.render_text());
     // MAO's MachineSet defaulter saw the create: it hands back the whole
@@ -142,7 +142,7 @@ fn machine_set_with_new_selector() -> String {
 #[ignore = "needs the real control plane and machine-api-operator's controllers and webhooks (Go builds them): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_live_shows_what_the_webhooks_default_before_anything_is_written_and_their_refusal_with_exit_1() {
-    let Some(bench) = MachineBench::start_on(Backend::Real, MachineApi::Real, 1, 0, Some(0)).await else { return };
+    let bench = MachineBench::start_on(Backend::Real, MachineApi::Real, 1, 0, Some(0)).await;
     commit(&bench, "a Windows MachineSet");
     let defaulted = "defaulted by the API server: /spec/template/spec/lifecycleHooks: (absent) -> {}";
     for format in ["text", "markdown"] {

@@ -102,13 +102,13 @@ async fn conflicts_as_the_real_server_reports_them(api: &TestApi) {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_conflicts_against_the_real_server() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     conflicts_as_the_real_server_reports_them(&api).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_conflicts_against_the_in_memory_server() {
-    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let api = TestApi::start(Backend::InMemory).await;
     conflicts_as_the_real_server_reports_them(&api).await;
 }
 
@@ -249,13 +249,13 @@ async fn create_update_and_prune_only_what_winfleet_manages(api: &TestApi) {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_update_and_prune_against_the_real_server() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     create_update_and_prune_only_what_winfleet_manages(&api).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn create_update_and_prune_against_the_in_memory_server() {
-    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let api = TestApi::start(Backend::InMemory).await;
     create_update_and_prune_only_what_winfleet_manages(&api).await;
 }
 
@@ -350,13 +350,13 @@ async fn another_managers_change_is_reported_and_never_overwritten(api: &TestApi
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_managers_change_against_the_real_server() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     another_managers_change_is_reported_and_never_overwritten(&api).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_managers_change_against_the_in_memory_server() {
-    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let api = TestApi::start(Backend::InMemory).await;
     another_managers_change_is_reported_and_never_overwritten(&api).await;
 }
 
@@ -402,13 +402,13 @@ async fn a_conflict_the_server_finds_joins_the_plan(api: &TestApi) {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflict_found_by_the_real_server_joins_the_plan() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     a_conflict_the_server_finds_joins_the_plan(&api).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_conflict_found_by_the_in_memory_server_joins_the_plan() {
-    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let api = TestApi::start(Backend::InMemory).await;
     a_conflict_the_server_finds_joins_the_plan(&api).await;
 }
 
@@ -439,13 +439,13 @@ async fn adoption_takes_the_fields_over_once(api: &TestApi) {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adoption_against_the_real_server() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     adoption_takes_the_fields_over_once(&api).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adoption_against_the_in_memory_server() {
-    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let api = TestApi::start(Backend::InMemory).await;
     adoption_takes_the_fields_over_once(&api).await;
 }
 
@@ -484,12 +484,12 @@ async fn the_scale_subresource_owns_replicas(api: &TestApi) {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scale_subresource_against_the_real_server() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     the_scale_subresource_owns_replicas(&api).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_scale_subresource_against_the_in_memory_server() {
-    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let api = TestApi::start(Backend::InMemory).await;
     the_scale_subresource_owns_replicas(&api).await;
 }

@@ -16,7 +16,7 @@ use support::identity::{install_identity, pod_event_allowed, repo, service_accou
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_rule_is_reported_as_forbidden_with_its_verb_and_resource() {
-    let Some(plane) = ControlPlane::start().await else { return };
+    let plane = ControlPlane::start().await;
     install_identity(&plane, Some("proxies")).await;
     let token = service_account_token(&plane).await;
     let kubeconfig = plane.token_kubeconfig("winfleet-sa", &token);
@@ -54,7 +54,7 @@ async fn the_event_on_the_daemons_pod_needs_the_pod_events_role() {
     use k8s_openapi::api::rbac::v1::Role;
     use kube::api::{Api, DeleteParams, PostParams};
 
-    let Some(plane) = ControlPlane::start().await else { return };
+    let plane = ControlPlane::start().await;
     install_identity(&plane, None).await;
     let token = service_account_token(&plane).await;
     assert!(pod_event_allowed(&plane, &token, "winfleet-a").await, "allowed with deploy/'s rules");

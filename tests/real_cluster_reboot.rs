@@ -267,13 +267,13 @@ async fn a_budget_holds_the_drain_until_it_allows_a_disruption(bench: &mut Bench
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_real_budget_holds_the_drain_until_it_allows_a_disruption_then_the_node_reboots() {
-    let Some(mut bench) = bench(Backend::Real, &NAMES).await else { return };
+    let mut bench = bench(Backend::Real, &NAMES).await;
     a_budget_holds_the_drain_until_it_allows_a_disruption(&mut bench).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_in_memory_budget_holds_the_drain_until_it_allows_a_disruption_then_the_node_reboots() {
-    let mut bench = bench(Backend::InMemory, &NAMES).await.unwrap();
+    let mut bench = bench(Backend::InMemory, &NAMES).await;
     a_budget_holds_the_drain_until_it_allows_a_disruption(&mut bench).await;
 }
 
@@ -332,12 +332,12 @@ async fn an_evicted_pod_waits_for_its_kubelet(api: &TestApi) {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_real_server_an_evicted_pod_waits_for_its_kubelet() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     an_evicted_pod_waits_for_its_kubelet(&api).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_in_memory_server_an_evicted_pod_waits_for_its_kubelet() {
-    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let api = TestApi::start(Backend::InMemory).await;
     an_evicted_pod_waits_for_its_kubelet(&api).await;
 }

@@ -25,7 +25,7 @@ const MAPI: &str = "openshift-machine-api";
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_is_created_and_listed_and_the_join_material_is_read() {
-    let Some(plane) = ControlPlane::start().await else { return };
+    let plane = ControlPlane::start().await;
     let nodes: Api<Node> = Api::all(plane.client());
     let node: Node = serde_json::from_value(fixtures::node("win-a", &[("InternalIP", "10.0.0.5")], true, &[])).unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
@@ -47,7 +47,7 @@ async fn a_node_is_created_and_listed_and_the_join_material_is_read() {
 async fn the_real_server_prunes_a_field_the_crd_does_not_declare() {
     // Why winfleet reads status.apiServerInternalURI: the real server drops
     // unknown fields of a structural schema, so the old spelling is gone.
-    let Some(plane) = ControlPlane::start_bare().await else { return };
+    let plane = ControlPlane::start_bare().await;
     let mut infra = fixtures::infrastructure("https://api-int.x:6443");
     infra["status"]["apiServerInternalURL"] = json!("https://wrong:6443");
     let stored = plane.seed(infra).await;
@@ -127,12 +127,12 @@ async fn a_machine_set_is_applied_server_side_and_read_back(api: &TestApi) {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machine_sets_by_server_side_apply_against_the_real_server() {
-    let Some(api) = TestApi::start(Backend::Real).await else { return };
+    let api = TestApi::start(Backend::Real).await;
     a_machine_set_is_applied_server_side_and_read_back(&api).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn machine_sets_by_server_side_apply_against_the_in_memory_server() {
-    let api = TestApi::start(Backend::InMemory).await.unwrap();
+    let api = TestApi::start(Backend::InMemory).await;
     a_machine_set_is_applied_server_side_and_read_back(&api).await;
 }

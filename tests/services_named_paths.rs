@@ -193,7 +193,7 @@ const AWS_FLAGS: &str = " --image-credential-provider-bin-dir=payload --image-cr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wmcos_aws_kubelet_on_a_platform_none_cluster_fails_the_plan_with_the_reason_and_passes_on_aws() {
-    let Some(mut bench) = bench(Backend::InMemory, &["win-0"]).await else { return };
+    let mut bench = bench(Backend::InMemory, &["win-0"]).await;
     std::fs::write(bench.repo.path().join("services.yaml"), services_manifest_with_kubelet_args(AWS_FLAGS)).unwrap();
     bench.reload();
 

@@ -196,13 +196,13 @@ async fn deconfigure_first(mut bench: Bench) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trusted_ca_is_added_changed_and_removed_on_the_in_memory_server() {
-    a_trusted_ca_is_added_changed_and_removed(bench(Backend::InMemory, &NAMES).await.unwrap()).await;
+    a_trusted_ca_is_added_changed_and_removed(bench(Backend::InMemory, &NAMES).await).await;
 }
 
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_trusted_ca_is_added_changed_and_removed_on_the_real_control_plane() {
-    let Some(bench) = bench(Backend::Real, &NAMES).await else { return };
+    let bench = bench(Backend::Real, &NAMES).await;
     a_trusted_ca_is_added_changed_and_removed(bench).await;
 }
 
@@ -312,13 +312,13 @@ async fn certificates_winfleet_did_not_add_are_never_removed(mut bench: Bench) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificates_winfleet_did_not_add_are_never_removed_on_the_in_memory_server() {
-    certificates_winfleet_did_not_add_are_never_removed(bench(Backend::InMemory, &ADOPTED).await.unwrap()).await;
+    certificates_winfleet_did_not_add_are_never_removed(bench(Backend::InMemory, &ADOPTED).await).await;
 }
 
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn certificates_winfleet_did_not_add_are_never_removed_on_the_real_control_plane() {
-    let Some(bench) = bench(Backend::Real, &ADOPTED).await else { return };
+    let bench = bench(Backend::Real, &ADOPTED).await;
     certificates_winfleet_did_not_add_are_never_removed(bench).await;
 }
 
@@ -388,7 +388,7 @@ fn shell_name(shell: Shell) -> &'static str {
 #[ignore = "needs the real control plane (Go builds it): scripts/test.sh runs it"]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_deploy_service_account_reads_the_trusted_ca_on_the_real_control_plane() {
-    let Some(plane) = ControlPlane::start().await else { return };
+    let plane = ControlPlane::start().await;
     install_identity(&plane, None).await;
     let client = plane.client_with_token(&service_account_token(&plane).await).await;
     let pem = std::fs::read_to_string(support::fixture("trusted_ca/proxy-ca.pem")).unwrap();

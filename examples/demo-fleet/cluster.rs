@@ -81,7 +81,7 @@ impl DemoCluster {
                 }
             }
         };
-        let api = runtime.block_on(TestApi::start(backend)).expect("the control plane was built above");
+        let api = runtime.block_on(TestApi::start(backend));
         // A kube client starts its buffer task: inside the runtime.
         let client = {
             let _entered = runtime.enter();

@@ -151,25 +151,25 @@ pub fn ensure_built() -> Result<PathBuf, String> {
 /// tests are #[ignore]d (a plain `cargo test` lists them as ignored, never
 /// as passed), so one that runs was asked for (`scripts/test.sh`,
 /// `--include-ignored`): it never passes without having run.
-fn binary_or_skip() -> Option<PathBuf> {
+fn built() -> PathBuf {
     match ensure_built() {
-        Ok(bin) => Some(bin),
+        Ok(bin) => bin,
         Err(why) => panic!("the real control plane cannot be had here: {why}"),
     }
 }
 
 impl ControlPlane {
-    /// Starts a control plane and seeds it like an OpenShift cluster;
-    /// `None` (after a skip note) when it cannot be built here.
-    pub async fn start() -> Option<ControlPlane> {
-        let plane = Self::start_bare().await?;
+    /// Starts a control plane and seeds it like an OpenShift cluster (a
+    /// test that cannot have it fails with the reason).
+    pub async fn start() -> ControlPlane {
+        let plane = Self::start_bare().await;
         seed_openshift(&plane).await;
-        Some(plane)
+        plane
     }
 
     /// Starts a control plane with only its CRDs (nothing seeded).
-    pub async fn start_bare() -> Option<ControlPlane> {
-        let bin = tokio::task::spawn_blocking(binary_or_skip).await.unwrap()?;
+    pub async fn start_bare() -> ControlPlane {
+        let bin = tokio::task::spawn_blocking(built).await.unwrap();
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("data");
         let log = std::fs::File::create(tmp.path().join("controlplane.log")).unwrap();
@@ -215,7 +215,7 @@ impl ControlPlane {
         config.headers.push(test_user_agent());
         let url = config.cluster_url.to_string().trim_end_matches('/').to_owned();
         let client = kube::Client::try_from(config).unwrap();
-        Some(ControlPlane { url, kubeconfig, dir, client, child, lines, _tmp: tmp })
+        ControlPlane { url, kubeconfig, dir, client, child, lines, _tmp: tmp }
     }
 
     /// An admin client (group system:masters).

@@ -27,11 +27,10 @@ pub enum TestApi {
 }
 
 impl TestApi {
-    /// Starts `backend`, seeded like an OpenShift cluster; `None` when the
-    /// real control plane cannot be had here (skip note printed).
-    pub async fn start(backend: Backend) -> Option<TestApi> {
+    /// Starts `backend`, seeded like an OpenShift cluster.
+    pub async fn start(backend: Backend) -> TestApi {
         match backend {
-            Backend::Real => ControlPlane::start().await.map(TestApi::Real),
+            Backend::Real => TestApi::Real(ControlPlane::start().await),
             Backend::InMemory => {
                 let server = ApiServer::new();
                 let served = server.serve().await;
@@ -46,7 +45,7 @@ impl TestApi {
                     "system:bootstrap:abcdef",
                     &["system:bootstrappers", "system:bootstrappers:worker"],
                 );
-                Some(TestApi::InMemory { server, served })
+                TestApi::InMemory { server, served }
             }
         }
     }

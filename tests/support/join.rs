@@ -59,8 +59,7 @@ pub async fn setup(names: &[&str]) -> Setup {
 }
 
 /// The same bench on either API server ([`Backend`]): the cluster seeded
-/// as an OpenShift cluster is ([`TestApi::start`]). `None` when the real
-/// control plane cannot be had here (a skip note is printed).
+/// as an OpenShift cluster is ([`TestApi::start`]).
 pub struct Bench {
     pub fleet: TestFleet,
     pub api: TestApi,
@@ -73,8 +72,8 @@ pub struct Bench {
 }
 
 /// Starts `backend` and a fleet of sshd nodes named `names`.
-pub async fn bench(backend: Backend, names: &[&str]) -> Option<Bench> {
-    let api = TestApi::start(backend).await?;
+pub async fn bench(backend: Backend, names: &[&str]) -> Bench {
+    let api = TestApi::start(backend).await;
     let fleet = fleet(names);
     // winfleet's own client, as `apply` and `run` build it from the
     // kubeconfig (kube's retry of every verb off: the admin client of the
@@ -83,7 +82,7 @@ pub async fn bench(backend: Backend, names: &[&str]) -> Option<Bench> {
     let config = ClusterConfig { kubeconfig: Some(api.kubeconfig().to_path_buf()), context: None };
     let cluster = connect(&config).await.unwrap().expect("a kubeconfig was given");
     let Parts { payload, repo, desired, pool, options } = parts(&fleet);
-    Some(Bench { fleet, api, cluster, desired, payload, pool, repo, options })
+    Bench { fleet, api, cluster, desired, payload, pool, repo, options }
 }
 
 impl Bench {

@@ -67,13 +67,13 @@ pub fn machine_set(replicas: Option<u32>) -> String {
 
 impl MachineBench {
     /// `backend` with a cloud of `vms` VMs and the MachineSet at `replicas`.
-    pub async fn start(backend: Backend, vms: usize, replicas: Option<u32>) -> Option<Self> {
+    pub async fn start(backend: Backend, vms: usize, replicas: Option<u32>) -> Self {
         Self::start_with_hosts(backend, vms, 0, replicas).await
     }
 
     /// The same with `hosts` BYOH hosts listed in the repository beside
     /// the MachineSet ([`Cloud::start_with_hosts`]).
-    pub async fn start_with_hosts(backend: Backend, vms: usize, hosts: usize, replicas: Option<u32>) -> Option<Self> {
+    pub async fn start_with_hosts(backend: Backend, vms: usize, hosts: usize, replicas: Option<u32>) -> Self {
         Self::start_on(backend, MachineApi::Model, vms, hosts, replicas).await
     }
 
@@ -85,12 +85,12 @@ impl MachineBench {
         vms: usize,
         hosts: usize,
         replicas: Option<u32>,
-    ) -> Option<Self> {
+    ) -> Self {
         assert!(
             machine_api == MachineApi::Model || backend == Backend::Real,
             "the real Machine API needs the real control plane"
         );
-        let api = TestApi::start(backend).await?;
+        let api = TestApi::start(backend).await;
         let cloud = match machine_api {
             MachineApi::Model => Cloud::start_with_hosts(api.client(), vms, hosts),
             MachineApi::Real => Cloud::start_real(api.kubeconfig(), vms, hosts).await,
@@ -118,7 +118,7 @@ impl MachineBench {
         );
         let options = super::join::options(&payload);
         let desired = load(repo.path());
-        Some(MachineBench { cloud, api, cluster, desired, payload, pool, repo, options })
+        MachineBench { cloud, api, cluster, desired, payload, pool, repo, options }
     }
 
     /// Reaches the VMs at `port` instead of their sshd's own (a network
