@@ -107,7 +107,7 @@ async fn a_node_startup_timeout_shorter_than_the_join_deletes_the_machine_mid_co
     };
     let ((), mut reports) = tokio::join!(watch, rounds);
     let remediated = deleted.into_inner().unwrap().expect("the MachineHealthCheck deleted no Machine");
-    let reasons = events_for(&bench, &remediated).await;
+    let reasons = bench.machine_events(&remediated).await;
     assert!(reasons.contains(&"MachineDeleted".to_owned()), "deleted by the MachineHealthCheck: {reasons:?}");
     let first_vm = bench.cloud.log().booted[0].0.clone();
     assert_eq!(first_vm, remediated);
@@ -145,7 +145,7 @@ async fn with_the_node_startup_timeout_winfleet_names_the_machine_joins_through_
     assert!(log.deleted.is_empty(), "no Machine remediated: {log:?}");
     assert_eq!(reboots(&bench, 0), 1, "its join included the reboot");
     let machine = log.booted[0].0.clone();
-    assert!(!events_for(&bench, &machine).await.contains(&"MachineDeleted".to_owned()));
+    assert!(!bench.machine_events(&machine).await.contains(&"MachineDeleted".to_owned()));
     // The MachineHealthCheck counts it healthy (once it has looked again).
     let mut status = json!(null);
     for _ in 0..100 {
@@ -246,11 +246,4 @@ fn joined_per_address(reports: &[RoundReport]) -> std::collections::BTreeMap<Str
         }
     }
     joined
-}
-
-/// The reasons of the (core/v1) Events about the Machine `name`.
-async fn events_for(bench: &MachineBench, name: &str) -> Vec<String> {
-    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(bench.api.client(), MAPI);
-    let list = events.list(&Default::default()).await.unwrap().items;
-    list.into_iter().filter(|e| e.involved_object.name.as_deref() == Some(name)).filter_map(|e| e.reason).collect()
 }

@@ -114,7 +114,7 @@ async fn scaled_from_3_to_1_the_real_machine_set_controller_picks_two_the_machin
             assert!(!after.contains(machine), "{before:?} {after:?} {deleted:?}");
             // The Machine controller drained its Node, then deleted it
             // once the cloud had no VM for it.
-            let reasons = events_for(&bench, machine).await;
+            let reasons = bench.machine_events(machine).await;
             assert!(reasons.contains(&"DrainSucceeded".to_owned()), "{machine}: {reasons:?}");
             assert!(!exists, "the deleted Machine's Node {node} is deleted");
         } else {
@@ -184,11 +184,4 @@ async fn a_create_refused_as_invalid_fails_the_machine_which_winfleet_reports_pr
 
 fn names(machines: &[serde_json::Value]) -> Vec<String> {
     machines.iter().map(|m| m["metadata"]["name"].as_str().unwrap().to_owned()).collect()
-}
-
-/// The reasons of the (core/v1) Events about the Machine `name`.
-async fn events_for(bench: &MachineBench, name: &str) -> Vec<String> {
-    let events: kube::Api<k8s_openapi::api::core::v1::Event> = kube::Api::namespaced(bench.api.client(), MAPI);
-    let list = events.list(&Default::default()).await.unwrap().items;
-    list.into_iter().filter(|e| e.involved_object.name.as_deref() == Some(name)).filter_map(|e| e.reason).collect()
 }

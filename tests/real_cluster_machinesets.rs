@@ -377,7 +377,7 @@ async fn a_conflict_the_server_finds_joins_the_plan(api: &TestApi) {
     assert!(matches!(&plan.machine_sets[..], [MachineSetStep::Apply { force: false, .. }]), "{plan:?}");
 
     change_as(api, "winb", "kubectl-edit", Patch::Merge(json!({"spec": {"replicas": 7}}))).await;
-    let rejected = cluster_apply::dry_run(&client, &mut plan, &[]).await;
+    let rejected = cluster_apply::dry_run(&client, &mut plan, &[], &facts.machine_sets).await;
     assert!(rejected.is_empty(), "{rejected:?}");
     let [MachineSetStep::Conflict(Conflict { fields, reason, .. })] = &plan.machine_sets[..] else {
         panic!("{plan:?}")

@@ -45,8 +45,6 @@ pub struct ClusterPlan {
     /// Node patches left for the next round (the Node kept changing while
     /// it was planned again), with why.
     pub left: Vec<(NodeMetadataPlan, String)>,
-    /// The live MachineSets the plan applies to, as observed (by name).
-    pub before: BTreeMap<String, Value>,
     /// What the API server sets differently from each MachineSet apply,
     /// as its dry run answered ([`defaults::defaulted`]; by name).
     pub defaulted: BTreeMap<String, Vec<FieldChange>>,
@@ -76,10 +74,8 @@ pub fn plan<'a>(
         })
         .collect();
     nodes.sort_by(|a, b| a.node.cmp(&b.node));
-    let machine_sets: Vec<MachineSetStep> =
-        machine_sets.map(|m| plan_machine_sets(m, &facts.machine_sets)).unwrap_or_default();
-    let before = defaults::before(&machine_sets, &facts.machine_sets);
-    ClusterPlan { machine_sets, nodes, left: Vec::new(), before, defaulted: BTreeMap::new() }
+    let machine_sets = machine_sets.map(|m| plan_machine_sets(m, &facts.machine_sets)).unwrap_or_default();
+    ClusterPlan { machine_sets, nodes, left: Vec::new(), defaulted: BTreeMap::new() }
 }
 
 /// The outcome of one cluster write.
@@ -168,8 +164,14 @@ async fn send(client: &Client, write: &Write<'_>, dry_run: bool) -> Result<Optio
 /// for a field conflict becomes a conflict of the plan, not a rejection;
 /// a Node that changed since it was observed is planned again from the
 /// Node as it is now (`instances` are the plan's), or left for the next
-/// round ([`ClusterPlan::left`]).
-pub async fn dry_run(client: &Client, plan: &mut ClusterPlan, instances: &[&Instance]) -> Vec<WriteReport> {
+/// round ([`ClusterPlan::left`]). `live` are the MachineSets as observed
+/// (by name).
+pub async fn dry_run(
+    client: &Client,
+    plan: &mut ClusterPlan,
+    instances: &[&Instance],
+    live: &BTreeMap<String, Value>,
+) -> Vec<WriteReport> {
     let writes = writes(plan);
     let results = futures::future::join_all(writes.iter().map(|w| send(client, w, true))).await;
     let mut rejected = Vec::new();
@@ -189,11 +191,12 @@ pub async fn dry_run(client: &Client, plan: &mut ClusterPlan, instances: &[&Inst
             }
         };
         if let (Write::MachineSet(MachineSetStep::Apply { change, object, .. }), Some(answer)) = (w, answer) {
-            let fields = defaults::defaulted(object, &answer, plan.before.get(&change.name));
-            defaulted.insert(change.name.clone(), fields);
+            let fields = defaults::defaulted(object, &answer, live.get(&change.name));
+            if !fields.is_empty() {
+                defaulted.insert(change.name.clone(), fields);
+            }
         }
     }
-    defaulted.retain(|_, fields: &mut Vec<FieldChange>| !fields.is_empty());
     plan.defaulted = defaulted;
     for conflict in conflicts {
         if let Some(step) = plan.machine_sets.iter_mut().find(|s| s.name() == conflict.name) {

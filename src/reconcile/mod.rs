@@ -183,7 +183,7 @@ pub async fn round<H: Host>(
     // The dry run is sent in a plan too: a plan shows what the API would
     // refuse, and a MachineSet field conflict it finds joins the plan.
     if plan.has_writes() {
-        report.rejected = cluster_apply::dry_run(&cluster.client, &mut plan, byoh).await;
+        report.rejected = cluster_apply::dry_run(&cluster.client, &mut plan, byoh, &facts.machine_sets).await;
     }
     report.set_plan(&plan);
     let writable = !options.dry_run && report.rejected.is_empty();

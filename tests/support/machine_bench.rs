@@ -207,6 +207,14 @@ impl MachineBench {
         self.api.get("v1", "Node", None, name).await.unwrap_or_else(|| panic!("Node {name} is not registered"))
     }
 
+    /// The reasons of the (core/v1) Events about the Machine `name` (the
+    /// Machine API's controllers write those).
+    pub async fn machine_events(&self, name: &str) -> Vec<String> {
+        let events: kube::Api<k8s_openapi::api::core::v1::Event> = kube::Api::namespaced(self.api.client(), MAPI);
+        let list = events.list(&Default::default()).await.unwrap().items;
+        list.into_iter().filter(|e| e.involved_object.name.as_deref() == Some(name)).filter_map(|e| e.reason).collect()
+    }
+
     /// The version the repository pins.
     pub fn version(&self) -> String {
         let spec = self.desired.specs.values().next().unwrap().lifecycle.as_ref().unwrap();

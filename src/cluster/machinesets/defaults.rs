@@ -12,11 +12,8 @@
 //! labels and annotations are compared: the rest of `metadata` and the
 //! status are the server's own.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
-use super::MachineSetStep;
 use crate::plan::fields::{FieldChange, leaves};
 
 /// The parts of a MachineSet compared.
@@ -44,12 +41,6 @@ pub fn defaulted(applied: &Value, answered: &Value, live: Option<&Value>) -> Vec
             (from != to && !already).then(|| FieldChange { pointer: p.clone(), from: from.cloned(), to: to.cloned() })
         })
         .collect()
-}
-
-/// The live MachineSets the `steps` apply to (by name), for [`defaulted`].
-pub fn before(steps: &[MachineSetStep], live: &BTreeMap<String, Value>) -> BTreeMap<String, Value> {
-    let applies = steps.iter().filter(|s| matches!(s, MachineSetStep::Apply { .. }));
-    applies.filter_map(|s| Some((s.name().to_owned(), live.get(s.name())?.clone()))).collect()
 }
 
 #[cfg(test)]
