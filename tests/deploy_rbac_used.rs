@@ -142,7 +142,7 @@ const USES: &[(&str, &str, &str, &str, &str, &str)] = &[
         "machines",
         "list",
         "src/cluster/observe.rs",
-        "list_or_absent(&machines,",
+        "labels(WINDOWS_MACHINES)).await?",
     ),
     (
         "openshift-machine-api",

@@ -11,6 +11,7 @@ mod support;
 
 use support::controlplane::Backend;
 use support::machine_bench::{MAPI, MachineApi, MachineBench, SET, machine_set_ready};
+use winfleet::cluster::join::JoinResult;
 use winfleet::reconcile::machines::MachineStep;
 use winfleet::reconcile::report::RoundReport;
 use winfleet::status::model::MachineSetPhase;
@@ -276,4 +277,59 @@ async fn the_plan_of_a_new_machine_set_shows_what_the_in_memory_api_server_defau
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_plan_of_a_new_machine_set_shows_what_the_real_api_server_defaults() {
     the_plan_of_a_new_machine_set_shows_what_the_api_server_defaults(Backend::Real).await;
+}
+
+/// Issue 37: a cloud provisions a MachineSet's Machines one after another;
+/// a Machine that gets its address while a round configures and joins the
+/// others is taken into that round, not left for the next.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_that_gets_its_address_while_a_round_runs_is_configured_and_joined_in_that_round() {
+    let mut bench = MachineBench::start(Backend::InMemory, 2, Some(0)).await;
+    assert!(!bench.round().await.failed());
+    bench.cloud.provision_only(1);
+    bench.scale_in_git(Some(2));
+    let wrote = bench.round().await;
+    assert!(!wrote.failed(), "{}", wrote.render_text());
+    let (first, second) = one_provisioned_of_two(&bench).await;
+
+    // The second VM is provisioned once the round has configured the first.
+    let cloud = &bench.cloud;
+    let report = bench
+        .round_with(|r| {
+            if r.address == first.1 {
+                cloud.release()
+            }
+        })
+        .await;
+    assert!(!report.failed(), "{}", report.render_text());
+    let c = report.cluster.as_ref().unwrap();
+    assert_eq!(c.machines.taken_late, [second.as_str()], "{}", report.render_text());
+    let joined: Vec<&str> =
+        c.joins.iter().filter(|j| j.result == JoinResult::Joined).map(|j| j.address.as_str()).collect();
+    assert_eq!(joined.len(), 2, "both joined in one round: {}", report.render_text());
+    assert!(report.render_text().contains(&format!("Machine {second} (")), "{}", report.render_text());
+    assert!(report.render_text().contains("(got its address during the round)"), "{}", report.render_text());
+
+    let next = bench.round().await;
+    assert!(machine_set_ready(&next), "{}", next.render_text());
+    assert!(next.cluster.as_ref().unwrap().joins.is_empty(), "nothing joins twice: {}", next.render_text());
+}
+
+/// Waits until the model has created two Machines and the cloud has
+/// provisioned one: (name, address) of that one, and the other's name.
+async fn one_provisioned_of_two(bench: &MachineBench) -> ((String, String), String) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let machines = bench.machines().await;
+        let address = |m: &serde_json::Value| {
+            m.pointer("/status/addresses/0/address").and_then(|a| a.as_str()).map(str::to_owned)
+        };
+        let name = |m: &serde_json::Value| m["metadata"]["name"].as_str().unwrap().to_owned();
+        let (with, without): (Vec<_>, Vec<_>) = machines.iter().partition(|m| address(m).is_some());
+        if let ([one], [other]) = (with.as_slice(), without.as_slice()) {
+            return ((name(one), address(one).unwrap()), name(other));
+        }
+        assert!(std::time::Instant::now() < deadline, "Machines: {machines:#?}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
 }

@@ -2,6 +2,8 @@
 //! Machines, MachineHealthChecks, the cluster Proxy's `status.noProxy` and
 //! the platform.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Client, ResourceExt};
@@ -47,18 +49,13 @@ pub const WINDOWS_MACHINES: &str = "machine.openshift.io/os-id=Windows";
 pub async fn observe(client: &Client) -> Result<ClusterFacts, kube::Error> {
     let nodes: Api<Node> = Api::all(client.clone());
     let sets: Api<DynamicObject> = Api::namespaced_with(client.clone(), MACHINE_API_NAMESPACE, &machine_set_resource());
-    let machines: Api<DynamicObject> = Api::namespaced_with(client.clone(), MACHINE_API_NAMESPACE, &machine_resource());
     let checks: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), MACHINE_API_NAMESPACE, &machine_health_check_resource());
-    let (windows_nodes, all, windows_machines) = (
-        ListParams::default().labels(WINDOWS_NODES),
-        ListParams::default(),
-        ListParams::default().labels(WINDOWS_MACHINES),
-    );
+    let (windows_nodes, all) = (ListParams::default().labels(WINDOWS_NODES), ListParams::default());
     let (nodes, sets, machines, checks, no_proxy, platform) = futures::try_join!(
         nodes.list(&windows_nodes),
         list_or_absent(&sets, &all),
-        list_or_absent(&machines, &windows_machines),
+        machines(client),
         list_or_absent(&checks, &all),
         cluster_no_proxy(client),
         platform(client),
@@ -69,11 +66,20 @@ pub async fn observe(client: &Client) -> Result<ClusterFacts, kube::Error> {
             .into_iter()
             .filter_map(|s| Some((s.metadata.name.clone()?, serde_json::to_value(&s).ok()?)))
             .collect(),
-        machines: machines.iter().map(|m| (m.name_any(), machine_obs(m))).collect(),
+        machines,
         cluster_no_proxy: no_proxy,
         platform,
         health_checks: checks.iter().filter_map(|c| serde_json::to_value(c).ok()).collect(),
     })
+}
+
+/// The Windows Machines by name (none when the cluster serves no Machine
+/// API). Also read alone while a round runs, for the Machines that get an
+/// address during it (`reconcile::late_machines`).
+pub async fn machines(client: &Client) -> Result<BTreeMap<String, MachineObs>, kube::Error> {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), MACHINE_API_NAMESPACE, &machine_resource());
+    let listed = list_or_absent(&api, &ListParams::default().labels(WINDOWS_MACHINES)).await?;
+    Ok(listed.iter().map(|m| (m.name_any(), machine_obs(m))).collect())
 }
 
 /// The platform Infrastructure `cluster` names; `None` without one (a

@@ -45,6 +45,10 @@ pub struct MachinesReport {
     /// still configuring ([`crate::cluster::health_checks`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub health_checks: Vec<HealthCheckFinding>,
+    /// The Machines that got their address while the round ran and were
+    /// taken into it (`late_machines`), by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub taken_late: Vec<String>,
 }
 
 /// Where one Machine stands.

@@ -70,7 +70,8 @@ pub fn render_machines(out: &mut String, m: &MachinesReport, dry_run: bool) {
             MachineStep::Ready => "ready".to_owned(),
         };
         let at = machine.address.as_ref().map(|a| format!(" ({a})")).unwrap_or_default();
-        let _ = writeln!(out, "  Machine {}{at}: {what}", machine.machine);
+        let late = if m.taken_late.contains(&machine.machine) { " (got its address during the round)" } else { "" };
+        let _ = writeln!(out, "  Machine {}{at}{late}: {what}", machine.machine);
     }
     for set in &m.machine_sets {
         let state = if set.ready() { "Ready" } else { "not Ready" };

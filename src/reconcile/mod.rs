@@ -21,6 +21,8 @@
 
 mod changes;
 mod cluster_text;
+mod configure;
+mod late_machines;
 mod leaving;
 pub mod left_configured;
 mod lifecycle;
@@ -32,17 +34,19 @@ mod prerequisites;
 mod reboot_first;
 mod reboots;
 pub mod report;
+mod runtime;
 mod sources;
 mod sources_text;
 mod upgrades_text;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
 
 use crate::cluster::apply as cluster_apply;
 use crate::cluster::associate::{Association, associate, resolve_all};
 use crate::cluster::connect::Cluster;
 use crate::cluster::events::{Backlog, Events, Reason, Regarding};
-use crate::cluster::join::{self, JoinOptions};
+use crate::cluster::join::JoinOptions;
 use crate::cluster::machine_failures;
 use crate::cluster::material;
 use crate::cluster::prerequisites::Kubelet;
@@ -58,8 +62,11 @@ use crate::engine::host::Host;
 use crate::engine::report::NodeReport;
 use crate::engine::{self, NodeContext, RoundOptions};
 use crate::ssh::Pool;
+use configure::{Nodes, Stage};
+use late_machines::Pull;
 use machines::Outcomes;
 use report::{ClusterReport, RoundReport, Unassociated};
+use runtime::Runtime;
 
 /// How a round runs.
 #[derive(Clone, Debug, Default)]
@@ -146,19 +153,16 @@ pub async fn round<H: Host>(
         .and_then(|m| m.as_ref().ok()?.rendered_worker.as_ref().map(crate::lifecycle::platform_files::describe));
     let no_proxy = facts.as_ref().and_then(|f| f.cluster_no_proxy.as_deref());
     let listed: Vec<&Instance> = instances.iter().copied().chain(&machines).collect();
-    // The cluster's Proxy and mirror sets: followed or compared (sources.rs).
-    let sourced =
-        sources::round((cluster, &events), desired, &listed, facts.is_some(), options.dry_run, &mut report).await;
-    if let Some(reason) = &sourced.refused {
-        return sources::refused(&listed, reason, options.dry_run, Some(report));
-    }
-    let listed: Vec<&Instance> = sourced.instances.as_ref().map_or(listed, |r| r.iter().collect());
-    let registries = sourced.registries.as_deref().unwrap_or(&desired.registries);
-    // The cluster's pull secret (read each round) renders the mirrors' credentials.
+    // The cluster's Proxy and mirror sets: followed or compared (sources.rs),
+    // and its pull secret (read each round, for the mirrors' credentials).
+    let config = sources::round((cluster, &events), desired, facts.is_some(), options.dry_run, &mut report).await;
     let secret = crate::cluster::pull_secret::for_round(&cluster.client, facts.is_some()).await;
-    let rendered = secret.map(|s| crate::cluster::pull_secret::rendered(&listed, registries, &s));
-    let listed: Vec<&Instance> = rendered.as_ref().map_or(listed, |r| r.iter().collect());
-    let owned = lifecycle::runtime_instances(&listed, &options.payload, material.as_ref(), no_proxy);
+    let no_proxy = no_proxy.map(str::to_owned);
+    let runtime = Runtime { desired, config, secret, payload: &options.payload, material: material.as_ref(), no_proxy };
+    let owned = match runtime.instances(&listed) {
+        Ok(owned) => owned,
+        Err(reason) => return sources::refused(&listed, &reason, options.dry_run, Some(report)),
+    };
     let all: Vec<&Instance> = owned.iter().collect();
     let byoh = &all[..instances.len()];
     let Some(facts) = facts else {
@@ -211,40 +215,45 @@ pub async fn round<H: Host>(
         let kubelet = Kubelet { declared: desired.fleet.payload_kubelet_version.as_deref(), payload };
         report.prerequisites = crate::cluster::prerequisites::check(&cluster.client, kubelet).await;
     }
-    let (nodes, mut held_by_prerequisites) =
-        prerequisites::node_round(pool, &all, options, &contexts, &report.prerequisites, &mut on_node).await;
-    // Hosts with no Node that enabled the Containers feature reboot now and
-    // go on with their configuration (reboot_first.rs).
-    let nodes = reboot_first::reboot_unjoined((pool, host), &all, options, &contexts, nodes, on_node).await;
     let machine_addresses: BTreeSet<String> = machines.iter().map(|m| m.address.clone()).collect();
-    let (nodes, waiting) = machines::split_waiting(nodes, &machine_addresses, &facts, &pool.public_key_hash());
+    let stage =
+        Stage { cluster, events: &events, pool, host, options, prerequisites: &report.prerequisites, lifecycle_on };
+    let batch = Nodes {
+        instances: &all,
+        byoh: byoh.len(),
+        contexts: &contexts,
+        resolved: &resolved,
+        facts: &facts,
+        machine_addresses: &machine_addresses,
+    };
+    let on_node = Mutex::new(on_node);
+    let first = configure::run(&stage, &batch, |r| late_machines::report_node(&on_node, r));
+    let pull = Pull {
+        desired,
+        listed: instances,
+        runtime: &runtime,
+        facts: &facts,
+        taken: all.iter().map(|i| i.address.clone()).collect(),
+        enabled: !options.dry_run && options.whole_fleet && lifecycle_on,
+    };
+    let (mut done, late) = late_machines::alongside(first, &stage, pull, &on_node).await;
+    // The Machines taken late join the rest of the round: their reports,
+    // their contexts, and their Machines as read when they were taken.
+    let mut facts = facts;
+    let mut contexts = contexts;
+    let mut late_instances = Vec::new();
+    for l in late {
+        report.machines.taken_late.extend(l.machines.keys().cloned());
+        facts.machines.extend(l.machines);
+        contexts.extend(l.contexts);
+        late_instances.extend(l.instances);
+        done.merge(l.batch);
+    }
+    let all: Vec<&Instance> = all.iter().copied().chain(&late_instances).collect();
+    let (nodes, waiting, held_by_prerequisites) = (done.nodes, done.waiting, done.held);
     if lifecycle_on {
-        // Machines' host names too: their kubelets' CSRs are approved by
-        // exact host name, as a BYOH host's are.
-        let hosts = lifecycle::host_names(&all, &nodes);
-        let (candidates, held) = lifecycle::candidates(&all, &contexts, &nodes, &resolved, byoh.len());
-        let held_joins = std::mem::take(&mut held_by_prerequisites.joins);
-        if options.dry_run {
-            report.joins = candidates
-                .iter()
-                .map(|c| lifecycle::preview(c, &contexts, &hosts))
-                .chain(held)
-                .chain(held_joins)
-                .collect();
-        } else {
-            let shared = join::Shared {
-                client: &cluster.client,
-                events: &events,
-                pool,
-                hosts: &hosts,
-                key_hash: &pool.public_key_hash(),
-                options: JoinOptions { max_parallel: options.max_parallel, ..options.join },
-                stop: &options.stop,
-            };
-            let (joins, csrs) = join::join_all(&shared, candidates).await;
-            report.joins = joins.into_iter().chain(held).chain(held_joins).collect();
-            report.csrs = csrs;
-        }
+        report.joins = done.joins;
+        report.csrs = done.csrs;
     }
     let context = ClusterContext { cluster, events: &events, facts: &facts, associations: &associations };
     report.keys = changes::rotate_keys(&context, pool, byoh, &nodes, options, writable).await;

@@ -53,6 +53,14 @@ pub(super) struct Held {
     names: Vec<String>,
 }
 
+impl Held {
+    /// Adds what another batch of the same round held.
+    pub(super) fn merge(&mut self, other: Held) {
+        self.joins.extend(other.joins);
+        self.names.extend(other.names);
+    }
+}
+
 /// The node round with the prerequisites in force: held nodes are observed
 /// in a dry run, the others run as the round says.
 pub(super) async fn node_round(

@@ -15,6 +15,7 @@ use serde_json::Value;
 use winfleet::cluster::connect::Cluster;
 use winfleet::desired::model::{Desired, Instance};
 use winfleet::engine::host::SshHost;
+use winfleet::engine::report::NodeReport;
 use winfleet::payload::Payload;
 use winfleet::reconcile::{self, Options, report::RoundReport};
 use winfleet::ssh::{KnownHosts, Pool, Settings, load_key};
@@ -161,9 +162,15 @@ impl MachineBench {
 
     /// One whole-fleet round (no instance is listed: the Machines are the fleet).
     pub async fn round(&self) -> RoundReport {
+        self.round_with(|_| {}).await
+    }
+
+    /// The same, `on_node` seeing each node's report as the round makes it.
+    pub async fn round_with(&self, on_node: impl FnMut(&NodeReport) + Send) -> RoundReport {
         let instances: Vec<&Instance> = self.desired.instances.values().collect();
         let host = SshHost { pool: &self.pool };
-        reconcile::round(Some(&self.cluster), &self.pool, &host, &self.desired, &instances, &self.options, |_| {}).await
+        reconcile::round(Some(&self.cluster), &self.pool, &host, &self.desired, &instances, &self.options, on_node)
+            .await
     }
 
     /// A dry run (`plan --live`).

@@ -125,9 +125,15 @@ async fn pass(client: &Client, vms: &Vms, next_name: &mut u64) -> Result<(), Str
                 .as_ref()
                 .and_then(|d| d.get("userData"))
                 .map(|b| String::from_utf8_lossy(&b.0).into_owned());
-            let vm = vms.create(&name, script.as_deref()).map_err(|r| match r {
-                Refusal::Transient(m) | Refusal::Permanent(m) => m,
-            })?;
+            // A refused create leaves this Machine unprovisioned; the others
+            // go on (the real Machine controller reconciles each alone).
+            let vm = match vms.create(&name, script.as_deref()) {
+                Ok(vm) => vm,
+                Err(Refusal::Transient(m) | Refusal::Permanent(m)) => {
+                    vms.record_error(m);
+                    continue;
+                }
+            };
             let status = json!({ "status": {
                 "phase": "Provisioned",
                 "addresses": [{ "type": "InternalIP", "address": vm.address }, { "type": "Hostname", "address": vm.hostname }],

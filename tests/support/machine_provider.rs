@@ -75,6 +75,9 @@ struct State {
     ignore_user_data: bool,
     /// Refusals for the next creates, in order.
     refusals: VecDeque<Refusal>,
+    /// How many more VMs are provisioned before the rest wait for
+    /// [`Cloud::release`] (`None`: no limit).
+    provisioning: Option<usize>,
     /// How many of the fleet's nodes are VMs (the rest are BYOH hosts).
     vm_count: usize,
     log: CloudLog,
@@ -104,6 +107,10 @@ impl Vms {
                 s.log.refused.push((machine.to_owned(), m.clone()));
                 return Err(refusal);
             }
+            if s.provisioning == Some(0) {
+                return Err(Refusal::Transient(format!("the cloud is still provisioning {machine}")));
+            }
+            s.provisioning = s.provisioning.map(|n| n - 1);
             if s.next_slot >= s.vm_count {
                 return Err(Refusal::Transient(format!("the cloud has no VM left for {machine}")));
             }
@@ -252,6 +259,18 @@ impl Cloud {
     /// data: no key authorized, so winfleet cannot reach them.
     pub fn ignore_user_data(&self) {
         self.vms.state.lock().unwrap().ignore_user_data = true;
+    }
+
+    /// Only the next `count` VMs are provisioned; later creates wait
+    /// (a transient "still provisioning") until [`Cloud::release`].
+    pub fn provision_only(&self, count: usize) {
+        self.vms.state.lock().unwrap().provisioning = Some(count);
+    }
+
+    /// The VMs held by [`Cloud::provision_only`] are provisioned at the
+    /// Machine API's next pass.
+    pub fn release(&self) {
+        self.vms.state.lock().unwrap().provisioning = None;
     }
 
     /// The next creates are refused, one per refusal, in order (a cloud's
