@@ -75,7 +75,7 @@ pub(super) async fn alongside<H: Host, F: FnMut(&NodeReport)>(
     let mut first_done = None;
     let mut running = FuturesUnordered::new();
     let mut late = Vec::new();
-    let mut taken = pull.taken.clone();
+    let mut taken = pull.taken;
     let mut expected = pull.enabled && expecting(pull.desired, pull.facts);
     let mut ticks = tokio::time::interval(POLL);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -87,7 +87,13 @@ pub(super) async fn alongside<H: Host, F: FnMut(&NodeReport)>(
             batch = &mut first, if first_done.is_none() => first_done = Some(batch),
             Some(done) = running.next(), if !running.is_empty() => late.push(done),
             _ = ticks.tick(), if taking => {
-                let Ok(machines) = observe::machines(&stage.cluster.client).await else { continue };
+                let machines = match observe::machines(&stage.cluster.client).await {
+                    Ok(machines) => machines,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot read the Windows Machines mid-round; trying again");
+                        continue;
+                    }
+                };
                 let seen = ClusterFacts { machines, ..ClusterFacts::default() };
                 expected = expecting(pull.desired, &seen);
                 let newcomers = newcomers(pull.desired, &seen, pull.listed, &taken, room);
