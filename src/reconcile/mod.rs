@@ -13,7 +13,9 @@
 //!    before anything is written.
 //! 5. The node engine (SSH, up to maxParallel at once); then the hosts with
 //!    no Node that must reboot before they are configured (the Containers
-//!    feature) are rebooted and run again ([`reboot_first`]).
+//!    feature) are rebooted and run again ([`reboot_first`]), then the joins
+//!    (one batch: [`configure`]). Machines that get their address
+//!    meanwhile are configured and joined beside them ([`late_machines`]).
 //! 6. The cluster writes, then the rollout of the nodes that owe a reboot,
 //!    at most maxUnavailable at a time.
 //!
