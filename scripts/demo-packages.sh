@@ -24,7 +24,9 @@ openssh() {
 command -v git >/dev/null 2>&1 || echo git
 command -v cc >/dev/null 2>&1 || echo gcc
 command -v pkg-config >/dev/null 2>&1 || echo pkg-config
-[ -n "$(installed libssl-dev)" ] || echo libssl-dev
+# OpenSSL is built from source (openssl-src): perl with its core modules, make.
+perl -MIPC::Cmd -e 1 >/dev/null 2>&1 || echo perl
+command -v make >/dev/null 2>&1 || echo make
 [ -x "$sshd" ] || openssh openssh-server
 [ -x "$sftp_server" ] || openssh openssh-sftp-server
 command -v ssh-keygen >/dev/null 2>&1 || echo openssh-client

@@ -8,7 +8,7 @@
 # installed, else a simulated one, with the tests' Machine API, so that the
 # repository's MachineSets become Ready nodes. It ends all Ready: the
 # script's exit code is `winfleet status`'s (0). Works on a fresh machine with the Rust
-# toolchain; installs what it needs (git, a C toolchain, OpenSSL headers,
+# toolchain; installs what it needs (git, a C toolchain, perl and make for OpenSSL,
 # OpenSSH server) when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 cat <<'NEEDS'
 This demo needs:
   - the Rust toolchain (cargo) on PATH;
-  - git, a C toolchain, pkg-config, libssl-dev and the OpenSSH server and
+  - git, a C toolchain, pkg-config, perl, make and the OpenSSH server and
     client; missing ones are installed with apt-get, which needs root;
   - as root, the demo fleet creates an unprivileged login user,
     winfleet-node (shell /bin/sh), and an alias of it, Administrator (the

@@ -40,8 +40,11 @@ need_apt=()
 command -v cc >/dev/null 2>&1 || need_apt+=(gcc)
 command -v git >/dev/null 2>&1 || need_apt+=(git)
 command -v pkg-config >/dev/null 2>&1 || need_apt+=(pkg-config)
-# git2's https and ssh transports (the daemon's fetch and push) link OpenSSL.
-dpkg -s libssl-dev >/dev/null 2>&1 || need_apt+=(libssl-dev)
+# git2's https and ssh transports (the daemon's fetch and push) link an
+# OpenSSL built from source (openssl-src): its Configure is perl with the
+# core modules (IPC::Cmd is not in Debian's perl-base), its build make.
+perl -MIPC::Cmd -e 1 >/dev/null 2>&1 || need_apt+=(perl)
+command -v make >/dev/null 2>&1 || need_apt+=(make)
 # The node engine's tests start real OpenSSH servers (tests/support/fleet.rs).
 [ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)
 [ -x /usr/lib/openssh/sftp-server ] || need_apt+=(openssh-sftp-server)

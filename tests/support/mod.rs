@@ -147,6 +147,7 @@ pub mod fleet;
 pub mod forge;
 pub mod fuzz;
 pub mod fuzz_node;
+pub mod https_git;
 pub mod identity;
 pub mod join;
 pub mod join_payload;
