@@ -177,10 +177,8 @@ pub(super) fn newcomers(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::{Snapshot, SourceFile};
+    use crate::reconcile::machines_tests::{FLEET, desired_of as desired, machine};
 
-    const FLEET: &str =
-        "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: f\nspec:\n  defaults:\n    port: 22\n";
     const SET: &str = "apiVersion: machine.openshift.io/v1beta1
 kind: MachineSet
 metadata:
@@ -207,22 +205,6 @@ spec:
           userDataSecret:
             name: windows-user-data
 ";
-
-    fn desired(files: &[(&str, &str)]) -> Desired {
-        let files = files.iter().map(|(p, b)| SourceFile { path: (*p).into(), bytes: b.as_bytes().to_vec() }).collect();
-        let loaded = crate::desired::load(&Snapshot { revision: None, files, links: Vec::new() }, Default::default());
-        loaded.desired.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics))
-    }
-
-    fn machine(name: &str, phase: &str, ip: Option<&str>) -> MachineObs {
-        MachineObs {
-            name: name.into(),
-            phase: Some(phase.into()),
-            internal_ip: ip.map(str::to_owned),
-            machine_set: Some("win".into()),
-            ..MachineObs::default()
-        }
-    }
 
     fn seen(machines: Vec<MachineObs>) -> ClusterFacts {
         ClusterFacts {

@@ -11,19 +11,23 @@ use crate::engine::report::{NodeReport, NodeResult, Stage};
 use crate::lifecycle::VERSION_ANNOTATION;
 use crate::source::{Snapshot, SourceFile};
 
+/// A Fleet with defaults only.
+pub(super) const FLEET: &str =
+    "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: f\nspec:\n  defaults:\n    port: 22\n";
+
 fn desired() -> Desired {
-    let fleet =
-        "apiVersion: winfleet.io/v1alpha1\nkind: Fleet\nmetadata:\n  name: f\nspec:\n  defaults:\n    port: 22\n";
-    let snapshot = Snapshot {
-        revision: None,
-        files: vec![SourceFile { path: "fleet.yaml".into(), bytes: fleet.as_bytes().to_vec() }],
-        links: Vec::new(),
-    };
-    let loaded = crate::desired::load(&snapshot, Default::default());
+    desired_of(&[("fleet.yaml", FLEET)])
+}
+
+/// The revision of `files` (path, content), valid.
+pub(super) fn desired_of(files: &[(&str, &str)]) -> Desired {
+    let files = files.iter().map(|(p, b)| SourceFile { path: (*p).into(), bytes: b.as_bytes().to_vec() }).collect();
+    let loaded = crate::desired::load(&Snapshot { revision: None, files, links: Vec::new() }, Default::default());
     loaded.desired.unwrap_or_else(|| panic!("{:?}", loaded.diagnostics))
 }
 
-fn machine(name: &str, phase: &str, ip: Option<&str>) -> MachineObs {
+/// A Machine of MachineSet `win`.
+pub(super) fn machine(name: &str, phase: &str, ip: Option<&str>) -> MachineObs {
     MachineObs {
         name: name.into(),
         phase: Some(phase.into()),
