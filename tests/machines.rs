@@ -11,6 +11,7 @@ mod support;
 
 use support::controlplane::Backend;
 use support::machine_bench::{MAPI, MachineApi, MachineBench, SET, machine_set_ready};
+use winfleet::cluster::approve::CsrOutcome;
 use winfleet::cluster::join::JoinResult;
 use winfleet::reconcile::machines::MachineStep;
 use winfleet::reconcile::report::RoundReport;
@@ -284,7 +285,9 @@ async fn the_plan_of_a_new_machine_set_shows_what_the_real_api_server_defaults()
 /// others is taken into that round, not left for the next.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_machine_that_gets_its_address_while_a_round_runs_is_configured_and_joined_in_that_round() {
-    let mut bench = MachineBench::start(Backend::InMemory, 2, Some(0)).await;
+    // One host name contains the other: each batch's CSR passes must know
+    // the other batch's exact names, or they report a near match.
+    let mut bench = MachineBench::start_with_vm_names(&["win-node-1", "win-node-12"], Some(0)).await;
     assert!(!bench.round().await.failed());
     bench.cloud.provision_only(1);
     bench.scale_in_git(Some(2));
@@ -309,6 +312,12 @@ async fn a_machine_that_gets_its_address_while_a_round_runs_is_configured_and_jo
     assert_eq!(joined.len(), 2, "both joined in one round: {}", report.render_text());
     assert!(report.render_text().contains(&format!("Machine {second} (")), "{}", report.render_text());
     assert!(report.render_text().contains("(got its address during the round)"), "{}", report.render_text());
+    let near: Vec<_> = c.csrs.iter().filter(|r| matches!(r.outcome, CsrOutcome::NearMatch { .. })).collect();
+    assert!(near.is_empty(), "no CSR of the round is a near match of another batch's host: {near:?}");
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::all(bench.api.client());
+    let said = events.list(&Default::default()).await.unwrap().items;
+    let near_events: Vec<_> = said.iter().filter(|e| e.reason.as_deref() == Some("CsrNearMatch")).collect();
+    assert!(near_events.is_empty(), "{near_events:#?}");
 
     let next = bench.round().await;
     assert!(machine_set_ready(&next), "{}", next.render_text());

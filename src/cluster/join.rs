@@ -170,8 +170,11 @@ pub struct Shared<'a> {
     pub events: &'a Events,
     /// SSH.
     pub pool: &'a Pool,
-    /// Listed instances → observed host names (for CSR approval).
-    pub hosts: &'a BTreeMap<String, String>,
+    /// Instances → observed host names, for CSR approval: the whole
+    /// round's, which grows while it runs (a batch of Machines taken late
+    /// adds its own), so that no batch takes another's exact host name for
+    /// a near match. Read afresh by each pass.
+    pub hosts: &'a std::sync::Mutex<BTreeMap<String, String>>,
     /// WMCO's pub-key-hash of the fleet key.
     pub key_hash: &'a str,
     /// Options.
@@ -187,7 +190,8 @@ pub async fn join_all(shared: &Shared<'_>, candidates: Vec<Candidate<'_>>) -> (V
     let reported = Mutex::new(BTreeSet::new());
     let pass = || async {
         let mut seen = reported.lock().await;
-        match approve::pass(shared.client, shared.events, shared.hosts, &mut seen).await {
+        let hosts = shared.hosts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        match approve::pass(shared.client, shared.events, &hosts, &mut seen).await {
             Ok(reports) => {
                 let mut all = csrs.lock().await;
                 for r in reports {

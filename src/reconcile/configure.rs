@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
+use std::sync::{Mutex, PoisonError};
 
 use crate::cluster::ClusterFacts;
 use crate::cluster::approve::CsrReport;
@@ -34,6 +35,9 @@ pub(super) struct Stage<'a, H> {
     pub(super) prerequisites: &'a Prerequisites,
     /// A services manifest is in force: nodes in Join mode are joined.
     pub(super) lifecycle_on: bool,
+    /// Every batch's instances → their observed host names: one map for
+    /// the round's CSR approval (`join::Shared::hosts`).
+    pub(super) hosts: Mutex<BTreeMap<String, String>>,
 }
 
 /// One batch's nodes and what the round knows of them.
@@ -66,7 +70,10 @@ impl Batch {
         self.nodes.extend(other.nodes);
         self.waiting.extend(other.waiting);
         self.joins.extend(other.joins);
-        self.csrs.extend(other.csrs);
+        // A CSR two batches' passes both saw (a near match, a refusal) is
+        // said once.
+        let seen: BTreeSet<String> = self.csrs.iter().map(|c| c.csr.clone()).collect();
+        self.csrs.extend(other.csrs.into_iter().filter(|c| !seen.contains(&c.csr)));
         self.held.merge(other.held);
     }
 }
@@ -93,6 +100,7 @@ pub(super) async fn run<H: Host>(
         // Machines' host names too: their kubelets' CSRs are approved by
         // exact host name, as a BYOH host's are.
         let hosts = lifecycle::host_names(batch.instances, &done.nodes);
+        stage.hosts.lock().unwrap_or_else(PoisonError::into_inner).extend(hosts.clone());
         let (candidates, not_started) =
             lifecycle::candidates(batch.instances, batch.contexts, &done.nodes, batch.resolved, batch.byoh);
         let held_joins = std::mem::take(&mut held.joins);
@@ -103,7 +111,7 @@ pub(super) async fn run<H: Host>(
                 client: &stage.cluster.client,
                 events: stage.events,
                 pool,
-                hosts: &hosts,
+                hosts: &stage.hosts,
                 key_hash: &pool.public_key_hash(),
                 options: JoinOptions { max_parallel: options.max_parallel, ..options.join },
                 stop: &options.stop,

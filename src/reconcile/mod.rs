@@ -218,8 +218,16 @@ pub async fn round<H: Host>(
         report.prerequisites = crate::cluster::prerequisites::check(&cluster.client, kubelet).await;
     }
     let machine_addresses: BTreeSet<String> = machines.iter().map(|m| m.address.clone()).collect();
-    let stage =
-        Stage { cluster, events: &events, pool, host, options, prerequisites: &report.prerequisites, lifecycle_on };
+    let stage = Stage {
+        cluster,
+        events: &events,
+        pool,
+        host,
+        options,
+        prerequisites: &report.prerequisites,
+        lifecycle_on,
+        hosts: Mutex::default(),
+    };
     let batch = Nodes {
         instances: &all,
         byoh: byoh.len(),

@@ -96,6 +96,17 @@ impl MachineBench {
             MachineApi::Model => Cloud::start_with_hosts(api.client(), vms, hosts),
             MachineApi::Real => Cloud::start_real(api.kubeconfig(), vms, hosts).await,
         };
+        Self::with_cloud(api, cloud, replicas)
+    }
+
+    /// The in-memory API with the model's cloud of VMs named `names`.
+    pub async fn start_with_vm_names(names: &[&str], replicas: Option<u32>) -> Self {
+        let api = TestApi::start(Backend::InMemory).await;
+        let cloud = Cloud::start_with_vm_names(api.client(), names);
+        Self::with_cloud(api, cloud, replicas)
+    }
+
+    fn with_cloud(api: TestApi, cloud: Cloud, replicas: Option<u32>) -> Self {
         let cluster = Cluster { client: api.client(), url: api.url().to_owned() };
         let payload = Arc::new(Payload::load(&payload(&cloud.dir)).unwrap());
         let repo = tempfile::tempdir().unwrap();

@@ -39,6 +39,12 @@ impl Cloud {
         Self::run_model(client, Cloud::pool_named(vms, hosts))
     }
 
+    /// VMs with these host names, in the order they are handed out, under
+    /// the model's Machine API.
+    pub fn start_with_vm_names(client: Client, names: &[&str]) -> Self {
+        Self::run_model(client, Cloud::pool_of(names.iter().map(|n| (*n).to_owned()).collect(), &[]))
+    }
+
     /// Runs the model's Machine API over `cloud`'s VMs.
     fn run_model(client: Client, cloud: Cloud) -> Self {
         let (pool, stop) = (cloud.vms.clone(), cloud.stop.clone());

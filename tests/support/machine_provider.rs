@@ -213,7 +213,13 @@ impl Cloud {
     /// The same with one BYOH host per name in `hosts` (the demo names
     /// its own).
     pub(crate) fn pool_named(vms: usize, hosts: &[String]) -> Self {
-        let mut names: Vec<String> = (0..vms).map(|i| format!("win-machine-{i}")).collect();
+        Self::pool_of((0..vms).map(|i| format!("win-machine-{i}")).collect(), hosts)
+    }
+
+    /// The same with the VMs' host names given, in the order the cloud
+    /// hands them out.
+    pub(crate) fn pool_of(mut names: Vec<String>, hosts: &[String]) -> Self {
+        let vms = names.len();
         names.extend(hosts.iter().cloned());
         let fleet = TestFleet::start_named(&names.iter().map(String::as_str).collect::<Vec<_>>());
         for node in &fleet.nodes {
