@@ -80,25 +80,6 @@ fn posted(args: &PlanArgs, markdown: impl FnOnce() -> String) -> bool {
     }
 }
 
-/// The live plan as a comment: the marker, then the report as text, cut at
-/// a line to stay within `max_bytes`.
-fn live_markdown(text: &str, max_bytes: usize) -> String {
-    let (head, tail) = (format!("{}\n```text\n", markdown::MARKER), "```\n");
-    let cut = "```\n\n*Cut to fit --max-bytes: see `winfleet plan --live --output text` for the whole plan.*\n";
-    if head.len() + text.len() + tail.len() <= max_bytes {
-        return format!("{head}{text}{tail}");
-    }
-    let room = max_bytes.saturating_sub(head.len() + cut.len());
-    let mut end = 0;
-    for (at, _) in text.match_indices('\n') {
-        if at + 1 > room {
-            break;
-        }
-        end = at + 1;
-    }
-    format!("{head}{}{cut}", &text[..end])
-}
-
 /// `plan --live`: the round as a dry run against the live fleet.
 fn run_live(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     let Some(report) = live::round(&args.repo, args.path.as_deref(), Some(&args.head), &args.round, true)? else {
@@ -106,10 +87,10 @@ fn run_live(args: &PlanArgs) -> anyhow::Result<ExitCode> {
     };
     match args.output {
         Format::Text => output::out_plan(&report.render_text()),
-        Format::Markdown => output::out(&live_markdown(&report.render_text(), args.max_bytes)),
+        Format::Markdown => output::out(&report.render_markdown(args.max_bytes)),
         Format::Json => output::out(&report.render_json()),
     }
-    if !posted(args, || live_markdown(&report.render_text(), args.max_bytes)) {
+    if !posted(args, || report.render_markdown(args.max_bytes)) {
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::from(match (report.failed(), report.has_changes()) {

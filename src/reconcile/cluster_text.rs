@@ -24,6 +24,13 @@ impl RoundReport {
         }
         out
     }
+
+    /// The summary lines [`RoundReport::render_text`] ends its parts with:
+    /// the nodes', then the cluster's.
+    pub fn summary_lines(&self) -> Vec<String> {
+        let nodes = node_report::summary(&self.nodes, self.dry_run);
+        std::iter::once(nodes).chain(self.cluster.as_ref().map(|c| cluster_summary(c, self.dry_run))).collect()
+    }
 }
 
 fn outcome_suffix(outcome: Option<&Outcome>) -> String {

@@ -32,6 +32,7 @@ pub mod machines;
 #[cfg(test)]
 mod machines_tests;
 mod machines_text;
+mod markdown;
 mod prerequisites;
 mod reboot_first;
 mod reboots;
