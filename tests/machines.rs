@@ -324,6 +324,47 @@ async fn a_machine_that_gets_its_address_while_a_round_runs_is_configured_and_jo
     assert!(next.cluster.as_ref().unwrap().joins.is_empty(), "nothing joins twice: {}", next.render_text());
 }
 
+/// A CSR that nearly matches hosts of two batches of one round (the
+/// Machines taken late form a batch of their own) is said once: one
+/// `CsrNearMatch` Event and one NearMatch line, not one per batch.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_near_match_that_two_batches_of_a_round_see_is_said_once() {
+    let mut bench = MachineBench::start_with_vm_names(&["win-node-1", "win-node-12"], Some(0)).await;
+    assert!(!bench.round().await.failed());
+    bench.cloud.provision_only(1);
+    bench.scale_in_git(Some(2));
+    let wrote = bench.round().await;
+    assert!(!wrote.failed(), "{}", wrote.render_text());
+    let (first, _) = one_provisioned_of_two(&bench).await;
+    // Close to both host names, equal to neither.
+    support::join::submit_client_csr(&bench.api, "csr-impostor", "win-node-12-impostor").await;
+
+    let cloud = &bench.cloud;
+    let report = bench
+        .round_with(|r| {
+            if r.address == first.1 {
+                cloud.release()
+            }
+        })
+        .await;
+    let text = report.render_text();
+    assert!(!report.failed(), "{text}");
+    let c = report.cluster.as_ref().unwrap();
+    assert_eq!(c.machines.taken_late.len(), 1, "a second batch ran: {text}");
+    let near: Vec<&str> =
+        c.csrs.iter().filter(|r| matches!(r.outcome, CsrOutcome::NearMatch { .. })).map(|r| r.csr.as_str()).collect();
+    assert_eq!(near, ["csr-impostor"], "{text}");
+    let events: kube::Api<k8s_openapi::api::events::v1::Event> = kube::Api::all(bench.api.client());
+    let said = events.list(&Default::default()).await.unwrap().items;
+    let told: i32 = said
+        .iter()
+        .filter(|e| e.reason.as_deref() == Some("CsrNearMatch"))
+        .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("csr-impostor"))
+        .map(|e| e.series.as_ref().map_or(1, |s| s.count))
+        .sum();
+    assert_eq!(told, 1, "said once: {said:#?}");
+}
+
 /// Waits until the model has created two Machines and the cloud has
 /// provisioned one: (name, address) of that one, and the other's name.
 async fn one_provisioned_of_two(bench: &MachineBench) -> ((String, String), String) {

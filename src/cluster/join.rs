@@ -175,6 +175,10 @@ pub struct Shared<'a> {
     /// adds its own), so that no batch takes another's exact host name for
     /// a near match. Read afresh by each pass.
     pub hosts: &'a std::sync::Mutex<BTreeMap<String, String>>,
+    /// The CSRs whose near match or refusal was already said (an Event):
+    /// the whole round's, so that a CSR two batches' passes see is said
+    /// once.
+    pub reported: &'a Mutex<BTreeSet<String>>,
     /// WMCO's pub-key-hash of the fleet key.
     pub key_hash: &'a str,
     /// Options.
@@ -187,9 +191,8 @@ pub struct Shared<'a> {
 /// report and the CSR passes' reports (the last word per CSR).
 pub async fn join_all(shared: &Shared<'_>, candidates: Vec<Candidate<'_>>) -> (Vec<JoinReport>, Vec<CsrReport>) {
     let csrs: Mutex<BTreeMap<String, CsrReport>> = Mutex::new(BTreeMap::new());
-    let reported = Mutex::new(BTreeSet::new());
     let pass = || async {
-        let mut seen = reported.lock().await;
+        let mut seen = shared.reported.lock().await;
         let hosts = shared.hosts.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
         match approve::pass(shared.client, shared.events, &hosts, &mut seen).await {
             Ok(reports) => {

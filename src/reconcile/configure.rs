@@ -38,6 +38,9 @@ pub(super) struct Stage<'a, H> {
     /// Every batch's instances → their observed host names: one map for
     /// the round's CSR approval (`join::Shared::hosts`).
     pub(super) hosts: Mutex<BTreeMap<String, String>>,
+    /// The CSRs whose near match or refusal the round's passes already
+    /// said, for all its batches (`join::Shared::reported`).
+    pub(super) reported: tokio::sync::Mutex<BTreeSet<String>>,
 }
 
 /// One batch's nodes and what the round knows of them.
@@ -112,6 +115,7 @@ pub(super) async fn run<H: Host>(
                 events: stage.events,
                 pool,
                 hosts: &stage.hosts,
+                reported: &stage.reported,
                 key_hash: &pool.public_key_hash(),
                 options: JoinOptions { max_parallel: options.max_parallel, ..options.join },
                 stop: &options.stop,

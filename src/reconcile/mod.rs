@@ -228,6 +228,7 @@ pub async fn round<H: Host>(
         prerequisites: &report.prerequisites,
         lifecycle_on,
         hosts: Mutex::default(),
+        reported: tokio::sync::Mutex::default(),
     };
     let batch = Nodes {
         instances: &all,
