@@ -10,6 +10,10 @@ use std::fmt::Write;
 use super::report::RoundReport;
 use crate::plan::markdown::{MARKER, MIN_MAX_BYTES};
 
+/// The longest code fence used; a report with a run of backticks this
+/// long has them shown as quotes.
+const MAX_FENCE: usize = 16;
+
 const TITLE: &str = "### winfleet plan --live: a dry run against the live fleet\n\n";
 
 impl RoundReport {
@@ -17,8 +21,13 @@ impl RoundReport {
     /// [`MIN_MAX_BYTES`]).
     pub fn render_markdown(&self, max_bytes: usize) -> String {
         let max_bytes = max_bytes.max(MIN_MAX_BYTES);
-        let text = self.render_text();
-        let fence = fence(&text);
+        let mut text = self.render_text();
+        if longest_backticks(&text) >= MAX_FENCE {
+            // A fence that long would eat the budget: the text's backticks
+            // are shown as quotes instead, as in the plan's table cells.
+            text = text.replace('`', "'");
+        }
+        let fence = "`".repeat(longest_backticks(&text).max(2) + 1);
         let (open, close) = (format!("{fence}text\n"), format!("{fence}\n"));
         let fences = open.len() + close.len();
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
@@ -64,11 +73,10 @@ fn note(max_bytes: usize, left_out: usize) -> String {
     )
 }
 
-/// A code fence longer than any run of backticks in `text`, so that no
-/// line of it (a file's diff may hold one) closes the block early.
-fn fence(text: &str) -> String {
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    "`".repeat(longest.max(2) + 1)
+/// The longest run of backticks in `text`: the code fence must be longer,
+/// so that no line of it (a file's diff may hold one) closes the block.
+fn longest_backticks(text: &str) -> usize {
+    text.split(|c| c != '`').map(str::len).max().unwrap_or(0)
 }
 
 /// Markdown's punctuation in a summary line (a blocked node's reason is

@@ -97,3 +97,11 @@ fn a_cut_never_leaves_half_an_escape() {
     assert_eq!(shorten(r"a\\*cdef", 6), r"a\\…");
     assert_eq!(shorten("abc", 3), "abc");
 }
+
+#[test]
+fn a_run_of_backticks_too_long_for_a_fence_is_shown_as_quotes_within_the_budget() {
+    let report = round(1, &"`".repeat(2_000));
+    let markdown = report.render_markdown(MIN_MAX_BYTES);
+    assert!(markdown.len() <= MIN_MAX_BYTES, "{}: {markdown}", markdown.len());
+    assert!(markdown.contains("\n```text\n") && fences_balance(&markdown), "{markdown}");
+}
