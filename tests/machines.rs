@@ -287,23 +287,8 @@ async fn the_plan_of_a_new_machine_set_shows_what_the_real_api_server_defaults()
 async fn a_machine_that_gets_its_address_while_a_round_runs_is_configured_and_joined_in_that_round() {
     // One host name contains the other: each batch's CSR passes must know
     // the other batch's exact names, or they report a near match.
-    let mut bench = MachineBench::start_with_vm_names(&["win-node-1", "win-node-12"], Some(0)).await;
-    assert!(!bench.round().await.failed());
-    bench.cloud.provision_only(1);
-    bench.scale_in_git(Some(2));
-    let wrote = bench.round().await;
-    assert!(!wrote.failed(), "{}", wrote.render_text());
-    let (first, second) = one_provisioned_of_two(&bench).await;
-
-    // The second VM is provisioned once the round has configured the first.
-    let cloud = &bench.cloud;
-    let report = bench
-        .round_with(|r| {
-            if r.address == first.1 {
-                cloud.release()
-            }
-        })
-        .await;
+    let (bench, first, second) = second_held().await;
+    let report = round_releasing_after(&bench, &first.1).await;
     assert!(!report.failed(), "{}", report.render_text());
     let c = report.cluster.as_ref().unwrap();
     assert_eq!(c.machines.taken_late, [second.as_str()], "{}", report.render_text());
@@ -329,24 +314,10 @@ async fn a_machine_that_gets_its_address_while_a_round_runs_is_configured_and_jo
 /// `CsrNearMatch` Event and one NearMatch line, not one per batch.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_near_match_that_two_batches_of_a_round_see_is_said_once() {
-    let mut bench = MachineBench::start_with_vm_names(&["win-node-1", "win-node-12"], Some(0)).await;
-    assert!(!bench.round().await.failed());
-    bench.cloud.provision_only(1);
-    bench.scale_in_git(Some(2));
-    let wrote = bench.round().await;
-    assert!(!wrote.failed(), "{}", wrote.render_text());
-    let (first, _) = one_provisioned_of_two(&bench).await;
+    let (bench, first, _) = second_held().await;
     // Close to both host names, equal to neither.
     support::join::submit_client_csr(&bench.api, "csr-impostor", "win-node-12-impostor").await;
-
-    let cloud = &bench.cloud;
-    let report = bench
-        .round_with(|r| {
-            if r.address == first.1 {
-                cloud.release()
-            }
-        })
-        .await;
+    let report = round_releasing_after(&bench, &first.1).await;
     let text = report.render_text();
     assert!(!report.failed(), "{text}");
     let c = report.cluster.as_ref().unwrap();
@@ -363,6 +334,33 @@ async fn a_near_match_that_two_batches_of_a_round_see_is_said_once() {
         .map(|e| e.series.as_ref().map_or(1, |s| s.count))
         .sum();
     assert_eq!(told, 1, "said once: {said:#?}");
+}
+
+/// A MachineSet of two scaled up in Git (VMs `win-node-1` and
+/// `win-node-12`) with the cloud holding the second VM: the bench, the
+/// provisioned Machine's (name, address) and the other's name.
+async fn second_held() -> (MachineBench, (String, String), String) {
+    let mut bench = MachineBench::start_with_vm_names(&["win-node-1", "win-node-12"], Some(0)).await;
+    assert!(!bench.round().await.failed());
+    bench.cloud.provision_only(1);
+    bench.scale_in_git(Some(2));
+    let wrote = bench.round().await;
+    assert!(!wrote.failed(), "{}", wrote.render_text());
+    let (first, second) = one_provisioned_of_two(&bench).await;
+    (bench, first, second)
+}
+
+/// A round in which the held VM is provisioned once the round has
+/// configured the node at `first`.
+async fn round_releasing_after(bench: &MachineBench, first: &str) -> RoundReport {
+    let cloud = &bench.cloud;
+    bench
+        .round_with(|r| {
+            if r.address == first {
+                cloud.release()
+            }
+        })
+        .await
 }
 
 /// Waits until the model has created two Machines and the cloud has
