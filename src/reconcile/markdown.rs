@@ -22,12 +22,14 @@ impl RoundReport {
     pub fn render_markdown(&self, max_bytes: usize) -> String {
         let max_bytes = max_bytes.max(MIN_MAX_BYTES);
         let mut text = self.render_text();
-        if longest_backticks(&text) >= MAX_FENCE {
+        let mut longest = longest_backticks(&text);
+        if longest >= MAX_FENCE {
             // A fence that long would eat the budget: the text's backticks
             // are shown as quotes instead, as in the plan's table cells.
             text = text.replace('`', "'");
+            longest = 0;
         }
-        let fence = "`".repeat(longest_backticks(&text).max(2) + 1);
+        let fence = "`".repeat(longest.max(2) + 1);
         let (open, close) = (format!("{fence}text\n"), format!("{fence}\n"));
         let fences = open.len() + close.len();
         let lines: Vec<&str> = text.split_inclusive('\n').collect();
