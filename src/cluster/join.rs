@@ -40,6 +40,7 @@ use super::cordon::{cordon, patch_fresh, uncordon};
 use super::events::{Events, Reason, Regarding};
 use super::metadata::plan_node_metadata;
 use super::observe::{WINDOWS_NODES, node_obs};
+use super::ready::ready;
 use crate::desired::model::Instance;
 use crate::engine::report::NodeReport;
 use crate::engine::{self, NodeContext};
@@ -281,7 +282,9 @@ async fn join_one(shared: &Shared<'_>, candidate: Candidate<'_>) -> JoinReport {
         if let Some(line) = failed {
             return Err((JoinStep::Services, line));
         }
-        ready(&nodes, &node.name, started, shared.options).await.map_err(|e| (JoinStep::Ready, e))?;
+        ready(&nodes, &node.name, started, (shared.options.ready_timeout, shared.options.poll))
+            .await
+            .map_err(|e| (JoinStep::Ready, e))?;
         let version = candidate.instance.spec.lifecycle.as_ref().map(|l| l.version.clone()).unwrap_or_default();
         uncordon(&nodes, &node.name, Some(&version)).await.map_err(|e| (JoinStep::Finish, e))
     };
@@ -366,38 +369,4 @@ async fn metadata(
         (!unchanged).then_some(body)
     })
     .await
-}
-
-/// Waits until the Node is Ready with a heartbeat newer than `since`.
-pub(crate) async fn ready(
-    nodes: &Api<Node>,
-    name: &str,
-    since: jiff::Timestamp,
-    options: JoinOptions,
-) -> Result<(), String> {
-    let deadline = Instant::now() + options.ready_timeout;
-    progress::step(name, Phase::WaitReady, "waiting for a Ready Node");
-    loop {
-        let last = match nodes.get_opt(name).await {
-            Ok(Some(node)) => match ready_heartbeat(&node) {
-                Some((true, Some(beat))) if beat > since => return Ok(()),
-                Some((true, _)) => "Ready, but no heartbeat since its services started".to_owned(),
-                Some((false, _)) => "not Ready".to_owned(),
-                None => "no Ready condition".to_owned(),
-            },
-            Ok(None) => format!("Node {name} is gone"),
-            Err(e) => format!("cannot read Node {name}: {}", api_error(&e)),
-        };
-        if Instant::now() >= deadline {
-            return Err(format!("the Node was not Ready within {}s: {last}", options.ready_timeout.as_secs()));
-        }
-        tokio::time::sleep(options.poll).await;
-    }
-}
-
-/// The Ready condition: whether True, and its last heartbeat.
-pub(crate) fn ready_heartbeat(node: &Node) -> Option<(bool, Option<jiff::Timestamp>)> {
-    let condition = node.status.as_ref()?.conditions.as_ref()?.iter().find(|c| c.type_ == "Ready")?;
-    let beat = condition.last_heartbeat_time.as_ref().map(|t| t.0);
-    Some((condition.status == "True", beat))
 }

@@ -45,6 +45,7 @@ pub mod node_manager;
 pub mod observe;
 pub mod prerequisites;
 pub mod pull_secret;
+pub mod ready;
 pub mod replan;
 pub mod rollout;
 pub mod slots;

@@ -348,7 +348,7 @@ fn back_in(node: &Node, boot: &str, since: jiff::Timestamp) -> Result<(), &'stat
     if reported.is_some_and(|b| !b.is_empty() && b != boot) {
         return Err("its kubelet has not started in the new boot yet");
     }
-    match super::join::ready_heartbeat(node) {
+    match super::ready::ready_heartbeat(node) {
         Some((true, Some(beat))) if beat > since => Ok(()),
         Some((true, _)) => Err("its Node's Ready condition is from before the reboot"),
         _ => Err("it answers over SSH but its Node is not Ready"),

@@ -25,8 +25,9 @@ use super::apply::api_error;
 use super::cordon::{cordon, uncordon};
 use super::drain::{DrainOptions, drain};
 use super::events::{Events, Reason, Regarding};
-use super::join::{JoinOptions, ready};
+use super::join::JoinOptions;
 use super::observe::node_obs;
+use super::ready::ready;
 use super::slots;
 use super::{NodeObs, UPGRADING_ANNOTATION};
 use crate::desired::model::Instance;
@@ -265,7 +266,7 @@ async fn run(r: &Rollout<'_>, c: &Candidate<'_>) -> UpgradeResult {
     // A heartbeat from after the step: a kubelet the step stopped and
     // could not start again cannot pass for one that came back.
     let started = jiff::Timestamp::now();
-    if let Err(e) = ready(&nodes, name, started, r.join).await {
+    if let Err(e) = ready(&nodes, name, started, (r.join.ready_timeout, r.join.poll)).await {
         return fail(UpgradeStage::Ready, format!("{e}; the node stays cordoned"));
     }
     if let Err(e) = uncordon(&nodes, name, Some(&version(c))).await {
