@@ -38,6 +38,22 @@ pub enum Checked {
 }
 
 impl Checked {
+    /// The document as written, as the typed document keeps it (`None`
+    /// when refused).
+    pub fn raw(&self) -> Option<&Arc<Value>> {
+        match self {
+            Checked::ConfigMap(d) => Some(&d.raw),
+            Checked::Services(d) => Some(&d.raw),
+            Checked::InstanceList(d) => Some(&d.raw),
+            Checked::MachineSet(d) => Some(&d.raw),
+            Checked::DigestMirrors(d) => Some(&d.raw),
+            Checked::TagMirrors(d) => Some(&d.raw),
+            Checked::Proxy(d) => Some(&d.raw),
+            Checked::Fleet(d) => Some(&d.raw),
+            Checked::Refused(_) => None,
+        }
+    }
+
     /// Files the document with its kind, or reports its errors.
     pub fn add(self, out: &mut Documents, diagnostics: &mut Vec<Diagnostic>) {
         match self {
@@ -80,13 +96,17 @@ fn check(path: &str, text: Option<&str>, index: usize, doc: Arc<Value>) -> Check
     let checked = match kind {
         Kind::InstancesConfigMap => typed(path, index, doc).map(|mut d: Doc<kinds::configmap::InstancesConfigMap>| {
             d.value.order = data_order(text, &d);
+            d.raw = slim(&d.raw);
             Checked::ConfigMap(d)
         }),
         Kind::ServicesConfigMap => typed(path, index, doc).map(|mut d: Doc<kinds::services::ServicesConfigMap>| {
             d.value.services_at = position(text, index, "/data/services");
             Checked::Services(d)
         }),
-        Kind::WindowsInstanceList => typed(path, index, doc).map(Checked::InstanceList),
+        Kind::WindowsInstanceList => typed(path, index, doc).map(|mut d| {
+            d.raw = slim(&d.raw);
+            Checked::InstanceList(d)
+        }),
         Kind::MachineSet => typed(path, index, doc).map(Checked::MachineSet),
         Kind::ImageDigestMirrorSet => typed(path, index, doc).map(Checked::DigestMirrors),
         Kind::ImageTagMirrorSet => typed(path, index, doc).map(Checked::TagMirrors),
@@ -95,6 +115,17 @@ fn check(path: &str, text: Option<&str>, index: usize, doc: Arc<Value>) -> Check
     };
     checked
         .unwrap_or_else(|(pointer, message)| Checked::Refused(vec![Diagnostic::error(path, index, pointer, message)]))
+}
+
+/// What an instance document keeps as written once typed: only what says
+/// which document it is (apiVersion, kind, metadata). Its typed value holds
+/// the rest, and nothing reads an instance list's raw form, so the parsed
+/// tree (most of a large fleet's memory) is freed on the parser thread
+/// instead of living until both revisions' rules are done.
+fn slim(doc: &Value) -> Arc<Value> {
+    let keep = ["apiVersion", "kind", "metadata"];
+    let object = doc.as_object().map(|o| o.iter().filter(|(k, _)| keep.contains(&k.as_str())));
+    Arc::new(Value::Object(object.into_iter().flatten().map(|(k, v)| (k.clone(), v.clone())).collect()))
 }
 
 /// The keys of a ConfigMap's `data` in the order its file lists them

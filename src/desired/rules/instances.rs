@@ -2,7 +2,7 @@
 //! WindowsInstanceList. Addresses are checked and must be unique across all
 //! files and formats.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::names::{canonical_address, check_label_key, check_label_value, check_reachable, check_username};
 use crate::desired::Doc;
@@ -47,9 +47,9 @@ pub fn collect(
     fleet: &FleetSettings,
     diagnostics: &mut Vec<Diagnostic>,
 ) -> Vec<Draft> {
-    let mut seen = Seen::default();
     let listed = configmaps.iter().map(|d| d.value.data.len()).sum::<usize>()
         + lists.iter().map(|d| d.value.spec.instances.len()).sum::<usize>();
+    let mut seen = Seen(foldhash::HashMap::with_capacity_and_hasher(listed, Default::default()));
     let mut drafts = Vec::with_capacity(listed);
     for doc in configmaps {
         if let Some(namespace) = doc.value.metadata.namespace.as_deref().filter(|ns| *ns != WMCO_NAMESPACE) {
@@ -150,9 +150,10 @@ pub fn collect(
 }
 
 /// First place each canonical address was listed: file and how to build
-/// the pointer (built only when a duplicate is reported).
-#[derive(Default)]
-struct Seen<'d>(HashMap<String, (&'d str, Where<'d>)>);
+/// the pointer (built only when a duplicate is reported). Hashed with
+/// foldhash, seeded per process: SipHash's cost on 10,000 addresses was
+/// about 3% of a plan's CPU time (docs/performance.md).
+struct Seen<'d>(foldhash::HashMap<String, (&'d str, Where<'d>)>);
 
 /// A document: its file and index.
 type At<'d> = (&'d str, usize);
