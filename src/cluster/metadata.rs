@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 use super::{MANAGED_KEYS_ANNOTATION, NodeObs};
 use crate::desired::kinds::instances::Taint;
 use crate::desired::model::Instance;
+use crate::desired::string_map::StringMap;
 use crate::plan::SettingChange;
 
 /// The keys winfleet manages on a Node, as recorded there.
@@ -100,7 +101,7 @@ pub fn plan_node_metadata(instance: &Instance, node: &NodeObs) -> Option<NodeMet
 /// keys that left the repository removed (`null`).
 fn plan_map(
     kind: &str,
-    desired: &BTreeMap<String, String>,
+    desired: &StringMap,
     managed_before: &BTreeSet<String>,
     live: &BTreeMap<String, String>,
     changes: &mut Vec<SettingChange>,
@@ -116,7 +117,7 @@ fn plan_map(
             patch.insert(key.clone(), Value::String(value.clone()));
         }
     }
-    for key in managed_before.iter().filter(|k| !desired.contains_key(*k)) {
+    for key in managed_before.iter().filter(|k| !desired.contains_key(k)) {
         if let Some(old) = live.get(key) {
             changes.push(SettingChange { setting: format!("{kind}/{key}"), from: Some(old.clone()), to: None });
             patch.insert(key.clone(), Value::Null);
@@ -196,7 +197,7 @@ mod tests {
             port: 22,
             shell: Shell::Posix,
             labels: labels.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect(),
-            annotations: BTreeMap::new(),
+            annotations: Default::default(),
             taints: taints.iter().map(|(k, v, e)| Taint { key: (*k).into(), value: (*v).into(), effect: *e }).collect(),
             origin: "t".into(),
             spec: Arc::new(crate::node::NodeSpec::empty(Shell::Posix)),

@@ -14,6 +14,7 @@ pub mod model;
 mod parse;
 pub mod rules;
 pub mod schema;
+pub mod string_map;
 pub mod typed;
 pub mod yaml;
 mod yaml_scalar;

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::kinds::fleet::{ConfigSource, DriftMode};
 use super::kinds::instances::Taint;
+use super::string_map::StringMap;
 use crate::lifecycle::manifest::ServicesManifest;
 use crate::node::NodeSpec;
 use crate::render::mirrors::RegistryMirrors;
@@ -48,9 +49,9 @@ pub struct Instance {
     /// Shell dialect.
     pub shell: Shell,
     /// Node labels winfleet manages.
-    pub labels: BTreeMap<String, String>,
+    pub labels: StringMap,
     /// Node annotations winfleet manages.
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: StringMap,
     /// Node taints winfleet manages.
     pub taints: Vec<Taint>,
     /// The file that lists it.

@@ -1,8 +1,7 @@
 //! winfleet's `WindowsInstanceList`: BYOH instances with per-instance
 //! settings (docs/config-repository.md; field names are a contract).
 
-use std::collections::BTreeMap;
-
+use crate::desired::string_map::StringMap;
 use crate::vocab::Shell;
 use serde::{Deserialize, Serialize};
 
@@ -48,10 +47,10 @@ pub struct InstanceEntry {
     pub shell: Option<Shell>,
     /// Node labels winfleet manages.
     #[serde(default)]
-    pub labels: BTreeMap<String, String>,
+    pub labels: StringMap,
     /// Node annotations winfleet manages.
     #[serde(default)]
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: StringMap,
     /// Node taints winfleet manages.
     #[serde(default)]
     pub taints: Vec<Taint>,

@@ -2,13 +2,14 @@
 //! WindowsInstanceList. Addresses are checked and must be unique across all
 //! files and formats.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use super::names::{canonical_address, check_label_key, check_label_value, check_reachable, check_username};
 use crate::desired::Doc;
 use crate::desired::kinds::configmap::InstancesConfigMap;
 use crate::desired::kinds::instances::{Taint, WindowsInstanceList};
 use crate::desired::model::FleetSettings;
+use crate::desired::string_map::StringMap;
 use crate::diagnostic::{Diagnostic, child, shown};
 use crate::vocab::Shell;
 
@@ -24,9 +25,9 @@ pub struct Draft {
     /// Shell dialect.
     pub shell: Shell,
     /// Managed labels.
-    pub labels: BTreeMap<String, String>,
+    pub labels: StringMap,
     /// Managed annotations.
-    pub annotations: BTreeMap<String, String>,
+    pub annotations: StringMap,
     /// Managed taints.
     pub taints: Vec<Taint>,
     /// File that lists it.
@@ -96,8 +97,8 @@ pub fn collect(
                     username,
                     port: fleet.default_port,
                     shell: fleet.default_shell,
-                    labels: BTreeMap::new(),
-                    annotations: BTreeMap::new(),
+                    labels: StringMap::new(),
+                    annotations: StringMap::new(),
                     taints: Vec::new(),
                     origin: doc.path.clone(),
                 });
@@ -208,12 +209,7 @@ fn address<'d>(
     Some(canonical)
 }
 
-fn check_labels(
-    doc: At<'_>,
-    at: &impl Fn() -> String,
-    labels: &BTreeMap<String, String>,
-    diagnostics: &mut Vec<Diagnostic>,
-) {
+fn check_labels(doc: At<'_>, at: &impl Fn() -> String, labels: &StringMap, diagnostics: &mut Vec<Diagnostic>) {
     for (key, value) in labels {
         // Built only for a diagnostic: most labels are fine.
         let pointer = || child(&format!("{}/labels", at()), key);
@@ -234,7 +230,7 @@ fn check_labels(
 fn check_annotations(
     doc: At<'_>,
     at: &impl Fn() -> String,
-    annotations: &BTreeMap<String, String>,
+    annotations: &StringMap,
     diagnostics: &mut Vec<Diagnostic>,
 ) {
     for key in annotations.keys() {
