@@ -54,22 +54,40 @@ fn summary(i: &Instance) -> InstanceSummary {
 
 fn instance_changes(base: &BTreeMap<String, Instance>, head: &BTreeMap<String, Instance>) -> InstanceChanges {
     let mut changes = InstanceChanges::default();
-    for (address, h) in head {
-        match base.get(address) {
-            None => changes.configure.push(summary(h)),
-            Some(b) => {
+    for (address, b, h) in joined(base, head) {
+        match (b, h) {
+            (None, Some(h)) => changes.configure.push(summary(h)),
+            (Some(b), Some(h)) => {
                 let settings = setting_changes(b, h);
                 if !settings.is_empty() {
                     changes.update.push(InstanceUpdate { address: address.clone(), changes: settings });
                 }
             }
+            (Some(b), None) => changes.deconfigure.push(summary(b)),
+            (None, None) => {}
         }
     }
-    changes.deconfigure = base.iter().filter(|(a, _)| !head.contains_key(*a)).map(|(_, b)| summary(b)).collect();
-    changes.configure.sort_by(|a, b| order::address(&a.address, &b.address));
-    changes.update.sort_by(|a, b| order::address(&a.address, &b.address));
-    changes.deconfigure.sort_by(|a, b| order::address(&a.address, &b.address));
+    order::sort_by_address(&mut changes.configure, |i| &i.address);
+    order::sort_by_address(&mut changes.update, |i| &i.address);
+    order::sort_by_address(&mut changes.deconfigure, |i| &i.address);
     changes
+}
+
+/// Every address of either map once, in order, with its instance in each:
+/// the two maps walked side by side (both are sorted by address).
+fn joined<'m>(
+    base: &'m BTreeMap<String, Instance>,
+    head: &'m BTreeMap<String, Instance>,
+) -> impl Iterator<Item = (&'m String, Option<&'m Instance>, Option<&'m Instance>)> {
+    let (mut b, mut h) = (base.iter().peekable(), head.iter().peekable());
+    std::iter::from_fn(move || match (b.peek(), h.peek()) {
+        (Some((ba, _)), Some((ha, _))) if ba == ha => {
+            b.next().zip(h.next()).map(|((a, bi), (_, hi))| (a, Some(bi), Some(hi)))
+        }
+        (Some((ba, _)), Some((ha, _))) if ba > ha => h.next().map(|(a, hi)| (a, None, Some(hi))),
+        (Some(_), _) => b.next().map(|(a, bi)| (a, Some(bi), None)),
+        (None, _) => h.next().map(|(a, hi)| (a, None, Some(hi))),
+    })
 }
 
 fn setting_changes(b: &Instance, h: &Instance) -> Vec<SettingChange> {
@@ -111,13 +129,11 @@ fn setting_changes(b: &Instance, h: &Instance) -> Vec<SettingChange> {
 fn node_groups(base: &BTreeMap<String, Instance>, head: &BTreeMap<String, Instance>) -> Vec<NodeGroup> {
     type Key = (Option<*const NodeSpec>, Option<*const NodeSpec>);
     type Pair = (Option<Arc<NodeSpec>>, Option<Arc<NodeSpec>>, Vec<String>);
-    let spec_of = |m: &BTreeMap<String, Instance>, a: &str| m.get(a).map(|i| Arc::clone(&i.spec));
     let mut pairs: HashMap<Key, Pair> = HashMap::new();
-    let addresses: BTreeSet<&String> = base.keys().chain(head.keys()).collect();
-    for address in addresses {
-        let (b, h) = (spec_of(base, address), spec_of(head, address));
-        let key = (b.as_ref().map(Arc::as_ptr), h.as_ref().map(Arc::as_ptr));
-        pairs.entry(key).or_insert_with(|| (b, h, Vec::new())).2.push(address.clone());
+    for (address, b, h) in joined(base, head) {
+        let (b, h) = (b.map(|i| &i.spec), h.map(|i| &i.spec));
+        let key = (b.map(Arc::as_ptr), h.map(Arc::as_ptr));
+        pairs.entry(key).or_insert_with(|| (b.cloned(), h.cloned(), Vec::new())).2.push(address.clone());
     }
     let mut groups: Vec<NodeGroup> = Vec::new();
     for (b, h, nodes) in pairs.into_values() {
@@ -135,7 +151,7 @@ fn node_groups(base: &BTreeMap<String, Instance>, head: &BTreeMap<String, Instan
         }
     }
     for group in &mut groups {
-        group.nodes.sort_by(|a, b| order::address(a, b));
+        order::sort_by_address(&mut group.nodes, String::as_str);
     }
     groups.sort_by(|a, b| {
         order::address(a.nodes.first().map_or("", String::as_str), b.nodes.first().map_or("", String::as_str))

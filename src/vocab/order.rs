@@ -14,15 +14,24 @@ pub fn natural(a: &str, b: &str) -> Ordering {
 /// Node addresses: IPv4 numerically, then IPv6 numerically, then host
 /// names naturally.
 pub fn address(a: &str, b: &str) -> Ordering {
-    fn rank(s: &str) -> (u8, Option<IpAddr>) {
-        match s.parse::<IpAddr>() {
-            Ok(ip @ IpAddr::V4(_)) => (0, Some(ip)),
-            Ok(ip @ IpAddr::V6(_)) => (1, Some(ip)),
-            Err(_) => (2, None),
-        }
+    rank(a).cmp(&rank(b)).then_with(|| natural(a, b))
+}
+
+/// Sorts `items` in [`address`] order of `key`, each address read once
+/// (a plan sorts 10,000 of them: reading both at every comparison was most
+/// of the sort).
+pub fn sort_by_address<T>(items: &mut Vec<T>, key: impl Fn(&T) -> &str) {
+    let mut ranked: Vec<((u8, Option<IpAddr>), T)> = items.drain(..).map(|t| (rank(key(&t)), t)).collect();
+    ranked.sort_by(|(ra, a), (rb, b)| ra.cmp(rb).then_with(|| natural(key(a), key(b))));
+    items.extend(ranked.into_iter().map(|(_, t)| t));
+}
+
+fn rank(s: &str) -> (u8, Option<IpAddr>) {
+    match s.parse::<IpAddr>() {
+        Ok(ip @ IpAddr::V4(_)) => (0, Some(ip)),
+        Ok(ip @ IpAddr::V6(_)) => (1, Some(ip)),
+        Err(_) => (2, None),
     }
-    let (ra, rb) = (rank(a), rank(b));
-    ra.cmp(&rb).then_with(|| natural(a, b))
 }
 
 #[cfg(test)]
@@ -50,6 +59,16 @@ mod tests {
             sorted(addresses, address),
             ["9.0.0.1", "10.1.0.1", "10.1.0.2", "10.1.0.10", "::1", "win9.corp", "win10.corp"]
         );
+    }
+
+    #[test]
+    fn sorting_by_address_is_sorting_with_the_comparison() {
+        let addresses =
+            vec!["win10.corp", "10.1.0.10", "::1", "10.1.0.2", "win9.corp", "9.0.0.1", "10.1.0.1", "a01", "a1"];
+        let mut items: Vec<(usize, &str)> = addresses.iter().copied().enumerate().collect();
+        sort_by_address(&mut items, |(_, a)| a);
+        let ours: Vec<&str> = items.into_iter().map(|(_, a)| a).collect();
+        assert_eq!(ours, sorted(addresses, address));
     }
 
     #[test]
