@@ -170,8 +170,8 @@ impl Usernames {
 
 /// First place each canonical address was listed: file and how to build
 /// the pointer (built only when a duplicate is reported). Hashed with
-/// foldhash, seeded per process: SipHash's cost on 10,000 addresses was
-/// about 3% of a plan's CPU time (docs/performance.md).
+/// foldhash, seeded per process: SipHash on 10,000 addresses was about
+/// 2% of a plan's CPU time (docs/performance.md).
 struct Seen<'d>(foldhash::HashMap<String, (&'d str, Where<'d>)>);
 
 /// A document: its file and index.
