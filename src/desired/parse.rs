@@ -123,11 +123,12 @@ fn check(file: &SourceFile, parsed: &FileDocuments) -> Option<Vec<checked::Check
 /// one), so it is kept as slim as its check keeps it (see
 /// `checked::slim`), and a large instance list's tree is freed here.
 fn slimmed(parsed: FileDocuments, checked: Option<&[checked::Checked]>) -> FileDocuments {
-    let (Ok(docs), Some(checked)) = (&parsed, checked.filter(|c| Some(c.len()) == parsed.as_ref().ok().map(Vec::len)))
-    else {
-        return parsed;
-    };
-    Ok(docs.iter().zip(checked).map(|(doc, c)| Arc::clone(c.raw().unwrap_or(doc))).collect())
+    match (parsed, checked) {
+        (Ok(docs), Some(checked)) if docs.len() == checked.len() => {
+            Ok(docs.iter().zip(checked).map(|(doc, c)| Arc::clone(c.raw().unwrap_or(doc))).collect())
+        }
+        (parsed, _) => parsed,
+    }
 }
 
 fn parse_file(file: &SourceFile) -> FileDocuments {

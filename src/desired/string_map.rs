@@ -13,7 +13,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Keys in order, each once; look-ups by binary search.
-#[derive(Clone, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct StringMap(Vec<(String, String)>);
 
 impl StringMap {
@@ -30,17 +30,6 @@ impl StringMap {
     /// Whether `key` is set.
     pub fn contains_key(&self, key: &str) -> bool {
         self.position(key).is_ok()
-    }
-
-    /// Sets `key`, replacing its value; returns the value replaced.
-    pub fn insert(&mut self, key: String, value: String) -> Option<String> {
-        match self.position(&key) {
-            Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
-            Err(i) => {
-                self.0.insert(i, (key, value));
-                None
-            }
-        }
     }
 
     /// Pairs in key order.
@@ -89,12 +78,6 @@ impl FromIterator<(String, String)> for StringMap {
 impl From<BTreeMap<String, String>> for StringMap {
     fn from(map: BTreeMap<String, String>) -> Self {
         StringMap(map.into_iter().collect())
-    }
-}
-
-impl<const N: usize> From<[(String, String); N]> for StringMap {
-    fn from(pairs: [(String, String); N]) -> Self {
-        pairs.into_iter().collect()
     }
 }
 
@@ -152,15 +135,6 @@ mod tests {
         assert_eq!(format!("{map:?}"), format!("{btree:?}"));
         assert_eq!(serde_json::to_value(&map).unwrap(), serde_json::to_value(&btree).unwrap());
         assert_eq!(StringMap::from(btree.clone()), map);
-    }
-
-    #[test]
-    fn insert_keeps_the_order_and_replaces() {
-        let mut map = StringMap::new();
-        assert_eq!(map.insert("b".into(), "1".into()), None);
-        assert_eq!(map.insert("a".into(), "2".into()), None);
-        assert_eq!(map.insert("b".into(), "3".into()), Some("1".into()));
-        assert_eq!(map, StringMap::from(pairs(&[("a", "2"), ("b", "3")]).into_iter().collect::<BTreeMap<_, _>>()));
     }
 
     #[test]
