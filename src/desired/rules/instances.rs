@@ -51,7 +51,6 @@ pub fn collect(
     let listed = configmaps.iter().map(|d| d.value.data.len()).sum::<usize>()
         + lists.iter().map(|d| d.value.spec.instances.len()).sum::<usize>();
     let mut seen = Seen(foldhash::HashMap::with_capacity_and_hasher(listed, Default::default()));
-    let mut usernames = Usernames::default();
     let mut drafts = Vec::with_capacity(listed);
     for doc in configmaps {
         if let Some(namespace) = doc.value.metadata.namespace.as_deref().filter(|ns| *ns != WMCO_NAMESPACE) {
@@ -68,7 +67,7 @@ pub fn collect(
             let address = address((&doc.path, doc.index), Where::Key(key), key, fleet, &mut seen, diagnostics);
             let pointer = || child("/data", key);
             let username = match value.split_once('=') {
-                Some(("username", name)) => match usernames.check(name, fleet.default_shell) {
+                Some(("username", name)) => match check_username(name, fleet.default_shell) {
                     Ok(()) => Some(name.to_owned()),
                     Err(reason) => {
                         diagnostics.push(doc.error(pointer(), reason));
@@ -112,8 +111,7 @@ pub fn collect(
             let address = address(doc, Where::Item(i), &entry.address, fleet, &mut seen, diagnostics);
             let at = || format!("/spec/instances/{i}");
             let username = match (&entry.username, &fleet.default_username) {
-                (Some(name), _) => usernames
-                    .check(name, entry.shell.unwrap_or(fleet.default_shell))
+                (Some(name), _) => check_username(name, entry.shell.unwrap_or(fleet.default_shell))
                     .map(|()| name.clone())
                     .map_err(|r| (format!("{}/username", at()), r)),
                 (None, Some(default)) => Ok(default.clone()),
@@ -150,22 +148,6 @@ pub fn collect(
         }
     }
     drafts
-}
-
-/// [`check_username`] remembering the last user name it accepted: most
-/// instances share one, and checking it 10,000 times was 2% of a plan.
-#[derive(Default)]
-struct Usernames(Option<(String, Shell)>);
-
-impl Usernames {
-    fn check(&mut self, name: &str, shell: Shell) -> Result<(), String> {
-        if self.0.as_ref().is_some_and(|(n, s)| n == name && *s == shell) {
-            return Ok(());
-        }
-        check_username(name, shell)?;
-        self.0 = Some((name.to_owned(), shell));
-        Ok(())
-    }
 }
 
 /// First place each canonical address was listed: file and how to build
