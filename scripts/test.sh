@@ -29,6 +29,7 @@ start=$(date +%s)
 phase() { echo "== [$(( $(date +%s) - start ))s] $*"; }
 
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+free_mb() { df -Pk . | awk 'NR==2 {print int($4 / 1024)}'; }
 free_kb=$(df -Pk . | awk 'NR==2 {print $4}')
 phase "disk: $((free_kb / 1024)) MB free here"
 if [ "${free_kb:-0}" -lt $((14 * 1024 * 1024)) ]; then
@@ -125,9 +126,18 @@ wait_go "$go_pid" "$go_log" tests/controlplane
 phase "the control plane is built"
 wait_go "$mao_pid" "$mao_log" tests/machineapi
 phase "the Machine API controllers are built"
+# The tests need room of their own (each real control plane's etcd
+# preallocates its log): say what is left, loudly when little is.
+left=$(free_mb)
+phase "disk: $left MB free after the builds"
+if [ "$left" -lt 4096 ]; then
+  echo "!!!!!!!! only $left MB free after the builds: the real control plane's etcd may not start !!!!!!!!" >&2
+fi
 
 phase "cargo test --lib --bins --tests -- --include-ignored (every test, nothing skipped)"
 # The fake kubelet's entry points are #[ignore]d functions that the node
 # tests start as processes; they are not tests.
-cargo test --no-fail-fast --lib --bins --tests "$@" -- --include-ignored --skip fake_kubelet_process
-phase "done"
+rc=0
+cargo test --no-fail-fast --lib --bins --tests "$@" -- --include-ignored --skip fake_kubelet_process || rc=$?
+phase "done (exit code $rc; disk: $(free_mb) MB free)"
+exit "$rc"

@@ -196,13 +196,23 @@ impl ControlPlane {
         let kubeconfig = match line {
             Ok(line) if line.starts_with("ready ") => PathBuf::from(line.trim_start_matches("ready ")),
             other => {
+                // Why it stopped: its exit status (a signal, when the OOM
+                // killer took it) and the disk left where it writes.
+                std::thread::sleep(Duration::from_millis(500));
+                let exit = match child.try_wait() {
+                    Ok(Some(status)) => format!("exited: {status}"),
+                    _ => "still running".to_owned(),
+                };
                 let _ = child.kill();
+                let disk = free_disk(tmp.path());
                 let log = std::fs::read_to_string(tmp.path().join("controlplane.log")).unwrap_or_default();
                 let components: String = ["kube-apiserver.log", "kube-controller-manager.log", "etcd.log"]
                     .iter()
                     .map(|f| format!("\n--- {f} (end)\n{}", tail(&dir.join(f), 20)))
                     .collect();
-                panic!("the control plane did not get ready: {other:?}\n--- controlplane.log\n{log}{components}");
+                panic!(
+                    "the control plane did not get ready: {other:?} ({exit}; {disk})\n--- controlplane.log\n{log}{components}"
+                );
             }
         };
         let config = kube::Config::from_custom_kubeconfig(
@@ -370,6 +380,19 @@ impl Drop for ControlPlane {
 /// (tests/real_cluster_field_managers.rs).
 fn test_user_agent() -> (http::HeaderName, http::HeaderValue) {
     (http::header::USER_AGENT, http::HeaderValue::from_static("winfleet-test/0"))
+}
+
+/// The space left on the file system of `dir`, as `df` says it.
+fn free_disk(dir: &Path) -> String {
+    match Command::new("df").arg("-Pk").arg(dir).output() {
+        Ok(out) => {
+            let text = String::from_utf8_lossy(&out.stdout);
+            let free =
+                text.lines().nth(1).and_then(|l| l.split_whitespace().nth(3)).and_then(|k| k.parse::<u64>().ok());
+            free.map_or_else(|| format!("df said: {}", text.trim()), |kb| format!("{} MB free", kb / 1024))
+        }
+        Err(e) => format!("df: {e}"),
+    }
 }
 
 fn tail(path: &Path, lines: usize) -> String {
