@@ -20,8 +20,8 @@
 #    scripts/mark-ignored.py marks new ones), and here they run; one whose
 #    program is missing fails with the reason, never passes.
 #
-# Disk: the test build takes about 12 GB of target/ (CARGO_INCREMENTAL=0, set
-# here; 18 GB with incremental compilation). Time: see the README.
+# Disk: the test build takes about 11 GB of target/ (CARGO_INCREMENTAL=0, set
+# here; the dependencies carry no debug info: Cargo.toml). Time: see the README.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,7 +33,7 @@ free_mb() { df -Pk . | awk 'NR==2 {print int($4 / 1024)}'; }
 free_kb=$(df -Pk . | awk 'NR==2 {print $4}')
 phase "disk: $((free_kb / 1024)) MB free here"
 if [ "${free_kb:-0}" -lt $((14 * 1024 * 1024)) ]; then
-  echo "!!!!!!!! only $((free_kb / 1024)) MB free: the test build (12 GB) and the tests' temporary files may not fit !!!!!!!!" >&2
+  echo "!!!!!!!! only $((free_kb / 1024)) MB free: the test build (11 GB) and the tests' temporary files may not fit !!!!!!!!" >&2
 fi
 
 command -v cargo >/dev/null 2>&1 || { echo "test: cargo is not on PATH (install Rust from https://rustup.rs)" >&2; exit 1; }
