@@ -122,9 +122,15 @@ async fn issue_35_kube_apiserver_killed_mid_round_comes_back_and_the_next_round_
     let planned: BTreeSet<String> = cluster_report.nodes.iter().map(|n| n.node.clone()).collect();
     assert!(applied.is_disjoint(&planned), "written twice: {:?}", applied.intersection(&planned).collect::<Vec<_>>());
     let (second_applied, _) = outcomes(&second);
-    assert!(failed.is_subset(&applied.union(&second_applied).cloned().collect()), "failed ones written now");
+    // A write in flight when kube-apiserver died may have reached etcd
+    // with its answer lost: the round reports it failed, and the next one
+    // finds it done and leaves it (the labels below hold it).
+    let landed: BTreeSet<String> = failed.difference(&second_applied).cloned().collect();
+    eprintln!("figure: {} failed write(s) had landed before the kill", landed.len());
     let all: BTreeSet<String> = (0..COUNT).map(|i| format!("win-{i:02}")).collect();
-    assert_eq!(applied.union(&second_applied).cloned().collect::<BTreeSet<_>>(), all, "every Node written once");
+    let written: BTreeSet<String> = applied.union(&second_applied).chain(&landed).cloned().collect();
+    assert_eq!(written, all, "every Node written, the failed ones now or before the kill");
+    assert!(applied.is_disjoint(&second_applied), "none written twice");
     let nodes: Api<Node> = Api::all(plane.client());
     for name in &all {
         let node = nodes.get(name).await.unwrap();

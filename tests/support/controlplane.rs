@@ -55,6 +55,9 @@ pub const SERVICE_NETWORK: &str = "172.30.0.0/16";
 /// Established (a loaded 2-core machine takes 10 to 30 s).
 const READY_TIMEOUT: Duration = Duration::from_secs(180);
 
+/// How many times a start that lost a port race is made ([`ControlPlane::start_bare`]).
+const PORT_RACE_ATTEMPTS: u32 = 3;
+
 /// A running control plane; dropped, it is stopped.
 pub struct ControlPlane {
     /// `https://127.0.0.1:PORT`
@@ -167,16 +170,34 @@ impl ControlPlane {
         plane
     }
 
-    /// Starts a control plane with only its CRDs (nothing seeded).
+    /// Starts a control plane with only its CRDs (nothing seeded). Its
+    /// ports are ones the kernel just said were free; another process can
+    /// take one before etcd or kube-apiserver binds it (an outgoing
+    /// connection's source port, say), so a start that lost that race is
+    /// tried again, with new ports.
     pub async fn start_bare() -> ControlPlane {
         let bin = tokio::task::spawn_blocking(built).await.unwrap();
+        let mut attempt = 1;
+        loop {
+            match Self::try_start(&bin).await {
+                Ok(plane) => return plane,
+                Err(why) if attempt < PORT_RACE_ATTEMPTS && why.contains("address already in use") => {
+                    eprintln!("the control plane lost a port to another process (attempt {attempt}); starting again");
+                    attempt += 1;
+                }
+                Err(why) => panic!("{why}"),
+            }
+        }
+    }
+
+    async fn try_start(bin: &Path) -> Result<ControlPlane, String> {
         let tmp = tempfile::tempdir().unwrap();
         let dir = tmp.path().join("data");
         let log = std::fs::File::create(tmp.path().join("controlplane.log")).unwrap();
-        let mut command = Command::new(&bin);
+        let mut command = Command::new(bin);
         command.arg(&dir).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(log);
         std::os::unix::process::CommandExt::process_group(&mut command, 0);
-        let mut child = command.spawn().unwrap_or_else(|e| panic!("starting {}: {e}", bin.display()));
+        let mut child = command.spawn().map_err(|e| format!("starting {}: {e}", bin.display()))?;
         let (tx, lines) = channel();
         let stdout = child.stdout.take().unwrap();
         std::thread::spawn(move || {
@@ -210,9 +231,9 @@ impl ControlPlane {
                     .iter()
                     .map(|f| format!("\n--- {f} (end)\n{}", tail(&dir.join(f), 20)))
                     .collect();
-                panic!(
+                return Err(format!(
                     "the control plane did not get ready: {other:?} ({exit}; {disk})\n--- controlplane.log\n{log}{components}"
-                );
+                ));
             }
         };
         let config = kube::Config::from_custom_kubeconfig(
@@ -225,7 +246,7 @@ impl ControlPlane {
         config.headers.push(test_user_agent());
         let url = config.cluster_url.to_string().trim_end_matches('/').to_owned();
         let client = kube::Client::try_from(config).unwrap();
-        ControlPlane { url, kubeconfig, dir, client, child, lines, _tmp: tmp }
+        Ok(ControlPlane { url, kubeconfig, dir, client, child, lines, _tmp: tmp })
     }
 
     /// An admin client (group system:masters).
