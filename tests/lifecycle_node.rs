@@ -163,3 +163,31 @@ fn a_payload_that_is_not_the_pinned_one_configures_nothing() {
     );
     assert!(!fleet.nodes[0].path("payload").exists(), "nothing was configured");
 }
+
+/// The directories are made by one `mkdir`; when one cannot be made, it
+/// alone fails, with the reason, and the others are made all the same.
+#[test]
+fn a_directory_that_cannot_be_made_fails_alone_with_the_reason() {
+    let fleet = TestFleet::start(1);
+    let node = &fleet.nodes[0];
+    node.shim("systemctl", SYSTEMCTL);
+    fs::write(node.path("units"), "a file where the units directory goes").unwrap();
+    let payload = Arc::new(Payload::load(&payload_dir(fleet.dir())).unwrap());
+    let instance = instance(&fleet, &PayloadState::Loaded(payload));
+    let pool = pool(&fleet);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let prepare = NodeContext { mode: Some(Mode::Prepare), ..NodeContext::default() };
+    let first = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
+    let ops = operation_lines(&first);
+    let dirs: Vec<&String> = ops.iter().filter(|o| o.contains("(directory)")).collect();
+    let failed = "+ units/ (directory): failed: mkdir: cannot create directory 'units': File exists";
+    assert!(dirs.iter().any(|o| *o == failed), "{ops:#?}");
+    assert_eq!(dirs.len(), 4, "{ops:#?}");
+    assert!(dirs.iter().filter(|o| **o != failed).all(|o| o.ends_with(": applied")), "{ops:#?}");
+    assert!(node.path("payload/kube-node").is_dir(), "the other directories are made: {ops:#?}");
+    fs::remove_file(node.path("units")).unwrap();
+    let second = runtime.block_on(engine::node(&pool, &instance, false, &prepare));
+    let ops = operation_lines(&second);
+    assert!(ops.iter().any(|o| o == "+ units/ (directory): applied"), "{ops:#?}");
+    assert!(node.path("units/kubelet.service").is_file(), "{ops:#?}");
+}

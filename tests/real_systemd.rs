@@ -36,14 +36,17 @@ use std::process::Command;
 use base64::Engine;
 
 /// The files a posix script carries, decoded from its base64 literals
-/// (several values in one literal are joined by `--winfleet-value-N--`).
+/// (several values in one literal are joined by a control character, or by
+/// `--winfleet-value-N--`: `winfleet::dialect::posix_values`).
 fn carried_files(script: &str) -> Vec<String> {
     let mut values = Vec::new();
     let is_b64 = |c: char| c.is_ascii_alphanumeric() || "+/=".contains(c);
     for token in script.split(|c: char| !is_b64(c)).filter(|t| t.len() >= 16) {
         let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(token) else { continue };
         let Ok(text) = String::from_utf8(bytes) else { continue };
-        values.extend(split_values(&text));
+        for part in text.split(|c: char| c.is_ascii_control() && !"\t\n\r".contains(c)) {
+            values.extend(split_values(part));
+        }
     }
     values
 }

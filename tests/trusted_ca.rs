@@ -356,7 +356,10 @@ fn the_import_scripts_match_their_golden_files_and_parse() {
             let indexed: Vec<(usize, &LifecycleChange<'_>)> = changes.iter().enumerate().collect();
             let (text, ext) = match shell {
                 Shell::Powershell => (powershell_lifecycle::apply(&indexed), "ps1"),
-                Shell::Posix => (posix_lifecycle_apply::apply(&spec, &indexed), "sh"),
+                Shell::Posix => {
+                    let (text, values) = posix_lifecycle_apply::apply(&spec, &indexed);
+                    (values.render() + &text, "sh")
+                }
             };
             let path = support::fixture(&format!("dialect/trusted-ca/{}-{kind}.{ext}", shell_name(shell)));
             if let Err(e) = support::check_golden(&path, &text) {

@@ -5,6 +5,7 @@
 
 use std::fmt::Write;
 
+use super::posix_values::Part;
 use crate::lifecycle::change::LifecycleChange;
 use crate::lifecycle::containers::{FEATURE, POSIX_MODULES, POSIX_MODULES_FILE};
 
@@ -32,9 +33,13 @@ pub fn powershell_observe() -> String {
     )
 }
 
-/// posix: the line of the change (`None` for any other change).
-pub fn posix_line(i: usize, change: &LifecycleChange<'_>) -> Option<String> {
-    matches!(change, LifecycleChange::EnableContainers).then(|| format!("containers {i}\n"))
+/// posix: the line of the change into `part` (false for any other change).
+pub(super) fn posix_line(i: usize, change: &LifecycleChange<'_>, part: &mut Part) -> bool {
+    let line = matches!(change, LifecycleChange::EnableContainers);
+    if line {
+        let _ = writeln!(part.text, "containers {i}");
+    }
+    line
 }
 
 /// PowerShell: the line of the change (`None` for any other change).

@@ -18,6 +18,7 @@ pub mod containers;
 pub mod posix;
 pub mod posix_lifecycle;
 pub mod posix_lifecycle_apply;
+pub mod posix_values;
 pub mod powershell;
 pub mod powershell_lifecycle;
 pub mod powershell_lifecycle_observe;

@@ -4,8 +4,9 @@
 //! hosts.toml may carry registry credentials. Few processes per node, as a
 //! process costs more than anything else a round does on a node: a script
 //! decodes all its values with one `base64 -d` of a here-document (an
-//! apply splits them at a separator line none of them contains; a content
-//! holding NUL, which no shell variable can, gets a decode of its own), the
+//! apply or preparation cuts them apart with the shell's field splitting:
+//! [`super::posix_values`]; a content holding NUL, which no shell variable
+//! can, gets a decode of its own), the
 //! shell's `printf` writes a file, and a file is written without re-reading
 //! the old one (the plan compared SHA-256 sums a moment before; PowerShell,
 //! where it costs nothing, does re-check and reports "unchanged").
@@ -23,6 +24,7 @@ use std::fmt::Write;
 
 use super::posix_lifecycle::{self, ObserveList};
 use super::posix_lifecycle_apply;
+use super::posix_values::Values;
 use super::{Interpreter, Script, b64, env_indexes};
 use crate::lifecycle::change::LifecycleChange;
 use crate::node::facts::{FACTS_MARKER, FACTS_VERSION, NodeFacts};
@@ -63,25 +65,18 @@ const EPILOGUE: &str = "t end\n}\n(main) </dev/null\n";
 /// SHA-256 of their hosts.toml, the environment drop-in, service states.
 pub fn observe(spec: &NodeSpec, lifecycle: Option<&ObserveList>) -> Script {
     let env_file = spec.environment_dir.as_deref().map(|dir| format!("{dir}/{ENVIRONMENT_DROP_IN}"));
-    // Paths cannot hold a newline (validation), so one decode serves all.
-    let mut inputs = format!("{}\n{}\n", spec.registries_dir, env_file.unwrap_or_default());
-    for service in &spec.services {
-        inputs.push_str(service);
-        inputs.push('\n');
-    }
-    inputs.push('x');
+    let mut values = Values::default();
+    values.push(spec.registries_dir.as_str());
+    values.push(env_file.unwrap_or_default());
+    // Service names cannot hold a newline (validation): one line each.
+    values.push(spec.services.iter().map(|service| format!("{service}\n")).collect::<String>());
+    let lifecycle = match (&spec.lifecycle, lifecycle) {
+        (Some(spec), Some(list)) => posix_lifecycle::observe(spec, list, &mut values),
+        _ => String::new(),
+    };
     let mut s = PRELUDE.to_owned();
-    // One process decodes every input: `$(base64 -d <<…)` is a single
-    // command, which the shell's command substitution runs without a
-    // subshell of its own; the `x` keeps trailing newlines.
-    let _ = writeln!(s, "inp=$(base64 -d <<WINFLEET_B64\n{}\nWINFLEET_B64\n); inp=${{inp%x}}", b64(&inputs));
-    s.push_str(
-        r#"nl='
-'
-reg=${inp%%"$nl"*}; inp=${inp#*"$nl"}
-envf=${inp%%"$nl"*}; inp=${inp#*"$nl"}
-"#,
-    );
+    s.push_str(&values.render());
+    s.push_str("nl='\n'\nn; reg=$val; n; envf=$val; n; inp=$val\n");
     let _ = writeln!(s, "t {FACTS_MARKER} {FACTS_VERSION}");
     s.push_str(
         r#"if IFS= read -r h </proc/sys/kernel/hostname 2>/dev/null; then :; else h=$(uname -n); fi
@@ -119,9 +114,7 @@ if [ -d /run/systemd/system ]; then
 fi
 "#,
     );
-    if let (Some(spec), Some(list)) = (&spec.lifecycle, lifecycle) {
-        s.push_str(&posix_lifecycle::observe(spec, list));
-    }
+    s.push_str(&lifecycle);
     s.push_str(EPILOGUE);
     Script { command: COMMAND, input: s }
 }
@@ -129,9 +122,10 @@ fi
 /// The preparation script of the lifecycle changes (directories and upload
 /// staging), when there is anything to prepare.
 pub fn prepare(spec: &NodeSpec, lifecycle: &[(usize, &LifecycleChange<'_>)]) -> Option<Script> {
-    let body = posix_lifecycle_apply::prepare(spec.lifecycle.as_deref()?, lifecycle)?;
+    let (body, values) = posix_lifecycle_apply::prepare(spec.lifecycle.as_deref()?, lifecycle)?;
     let mut s = PRELUDE.to_owned();
     s.push_str(APPLY_HELPERS);
+    s.push_str(&values.render());
     let _ = writeln!(s, "t {OUTCOMES_MARKER} {OUTCOMES_VERSION}");
     s.push_str(&body);
     s.push_str(EPILOGUE);
@@ -149,8 +143,7 @@ pub fn apply(
     let mut s = PRELUDE.to_owned();
     s.push_str(APPLY_HELPERS);
     s.push_str(
-        r#"n() { val=${vals%%"$sep"*}; vals=${vals#*"$sep"}; }
-f() {
+        r#"f() {
   dir=${target%/*}; tmp="$dir/.${target##*/}.winfleet-tmp"
   if [ ! -d "$dir" ] && ! err=$(mkdir -p -- "$dir" 2>&1); then o failed "$err"; return; fi
   if [ -L "$tmp" ]; then o failed "not written: $tmp is a symbolic link, not winfleet's"; return; fi
@@ -188,11 +181,13 @@ r() {
 "#,
     );
     let _ = writeln!(s, "mtext='{}'", REGISTRY_MARKER_TEXT.trim_end());
-    let values = Values::of(spec, facts, changes);
-    if !values.values.is_empty() {
-        let _ = writeln!(s, "sep='{}'", values.separator);
-        let _ = writeln!(s, "vals=$(base64 -d <<WINFLEET_B64\n{}\nWINFLEET_B64\n)", b64(&values.joined()));
-    }
+    let mut values = registry_values(spec, facts, changes);
+    let lifecycle = spec.lifecycle.as_deref().filter(|_| !lifecycle.is_empty()).map(|spec| {
+        let (text, lifecycle_values) = posix_lifecycle_apply::apply(spec, lifecycle);
+        values.append(lifecycle_values);
+        text
+    });
+    s.push_str(&values.render());
     let _ = writeln!(s, "t {OUTCOMES_MARKER} {OUTCOMES_VERSION}");
     for (i, change) in changes.iter().enumerate() {
         match change {
@@ -240,66 +235,36 @@ r() {
             }
         }
     }
-    if let Some(spec) = spec.lifecycle.as_deref().filter(|_| !lifecycle.is_empty()) {
-        s.push_str(&posix_lifecycle_apply::apply(spec, lifecycle));
+    if let Some(text) = lifecycle {
+        s.push_str(&text);
     }
     s.push_str(EPILOGUE);
     Script { command: COMMAND, input: s }
 }
 
-/// The values an apply script writes (paths and contents), in the order it
-/// takes them, decoded by one `base64 -d` and split at a separator line
-/// that none of them contains: no process per value.
-struct Values {
-    separator: String,
-    values: Vec<String>,
-}
-
-impl Values {
-    fn of(spec: &NodeSpec, facts: &NodeFacts, changes: &[Change<'_>]) -> Self {
-        let mut values = Vec::new();
-        for change in changes {
-            match change {
-                Change::WriteFile { registry, file, .. }
-                    if is_entry_name(registry) && !file.content().contains('\0') =>
-                {
-                    values.push(format!("{}/{registry}/{HOSTS_TOML}", spec.registries_dir));
-                    values.push(file.content().to_owned());
-                }
-                Change::RemoveRegistry { registry, refused: None, .. } if is_entry_name(registry) => {
-                    values.push(format!("{}/{registry}", spec.registries_dir));
-                }
-                _ => {}
+/// The values the registry and environment lines of an apply script take
+/// (paths and contents), in the order they take them.
+fn registry_values(spec: &NodeSpec, facts: &NodeFacts, changes: &[Change<'_>]) -> Values {
+    let mut values = Values::default();
+    for change in changes {
+        match change {
+            Change::WriteFile { registry, file, .. } if is_entry_name(registry) && !file.content().contains('\0') => {
+                values.push(format!("{}/{registry}/{HOSTS_TOML}", spec.registries_dir));
+                values.push(file.content());
             }
+            Change::RemoveRegistry { registry, refused: None, .. } if is_entry_name(registry) => {
+                values.push(format!("{}/{registry}", spec.registries_dir));
+            }
+            _ => {}
         }
-        if let (false, Some(dir)) = (env_indexes(changes).is_empty(), &spec.environment_dir) {
-            values.push(format!("{dir}/{ENVIRONMENT_DROP_IN}"));
-            if !(spec.leaving && spec.environment.is_empty()) {
-                values.push(crate::vocab::systemd::render_drop_in(&spec.environment, facts.boot_id.as_deref()));
-            }
-        }
-        let mut k = 0;
-        let separator = loop {
-            let candidate = format!("--winfleet-value-{k}--");
-            if !values.iter().any(|v| v.contains(&candidate)) {
-                break candidate;
-            }
-            k += 1;
-        };
-        Self { separator, values }
     }
-
-    /// Each value followed by the separator, then `x` (so the shell's
-    /// command substitution keeps every trailing newline).
-    fn joined(&self) -> String {
-        let mut all = String::new();
-        for value in &self.values {
-            all.push_str(value);
-            all.push_str(&self.separator);
+    if let (false, Some(dir)) = (env_indexes(changes).is_empty(), &spec.environment_dir) {
+        values.push(format!("{dir}/{ENVIRONMENT_DROP_IN}"));
+        if !(spec.leaving && spec.environment.is_empty()) {
+            values.push(crate::vocab::systemd::render_drop_in(&spec.environment, facts.boot_id.as_deref()));
         }
-        all.push('x');
-        all
     }
+    values
 }
 
 const APPLY_HELPERS: &str = r#"o() { for j in $idx; do t op "$j" "$@"; done; }

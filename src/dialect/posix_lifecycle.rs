@@ -20,6 +20,7 @@
 use std::fmt::Write;
 
 use super::b64;
+use super::posix_values::Values;
 use crate::lifecycle::LifecycleSpec;
 use crate::lifecycle::record::record_path;
 use crate::vocab::Shell;
@@ -62,7 +63,8 @@ pub struct ObserveList {
 }
 
 /// The observation part (inside `main`, after the common facts).
-pub fn observe(spec: &LifecycleSpec, list: &ObserveList) -> String {
+/// Its values go into `values`, after the common part's.
+pub fn observe(spec: &LifecycleSpec, list: &ObserveList, values: &mut Values) -> String {
     let mut lines = String::new();
     for dir in &spec.directories {
         let _ = writeln!(lines, "D\t{dir}");
@@ -76,21 +78,16 @@ pub fn observe(spec: &LifecycleSpec, list: &ObserveList) -> String {
     for (service, variable, script) in &list.variables {
         let _ = writeln!(lines, "P\t{service}\t{variable}\t{}", b64(script));
     }
-    let units = spec.units_dir.as_deref().unwrap_or(".");
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "lc=$(d '{}'; printf x); lc=${{lc%x}}; units=$(d '{}'; printf x); units=${{units%x}}",
-        b64(&lines),
-        b64(units)
-    );
+    values.push(lines);
+    values.push(spec.units_dir.as_deref().unwrap_or("."));
+    let mut s = "n; lc=$val; n; units=$val\n".to_owned();
     s.push_str(OBSERVE);
     if list.containers {
         s.push_str(&super::containers::posix_observe());
     }
     if list.record {
-        let _ =
-            writeln!(s, "recf=$(d '{}'; printf x); recf=${{recf%x}}\n{RECORD_OBSERVE}", b64(record_path(Shell::Posix)));
+        values.push(record_path(Shell::Posix));
+        let _ = writeln!(s, "n; recf=$val\n{RECORD_OBSERVE}");
     }
     s
 }

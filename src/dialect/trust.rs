@@ -21,8 +21,11 @@
 //! The certificates travel as base64 DER (posix: base64 of one PEM block),
 //! never as text in the script.
 
+use std::fmt::Write;
+
 use super::b64;
 use super::posix_lifecycle::split;
+use super::posix_values::Part;
 use crate::lifecycle::GeneratedFile;
 use crate::lifecycle::change::LifecycleChange;
 use crate::lifecycle::trusted_ca::{added_path, certificates, is_record};
@@ -38,8 +41,9 @@ pub fn is_trust(change: &LifecycleChange<'_>) -> bool {
     }
 }
 
-/// posix: the line of a trust change (`None` for any other change).
-pub fn posix_line(i: usize, change: &LifecycleChange<'_>) -> Option<String> {
+/// posix: the line of a trust change, and its values, into `part`
+/// (false for any other change).
+pub(super) fn posix_line(i: usize, change: &LifecycleChange<'_>, part: &mut Part) -> bool {
     match change {
         LifecycleChange::WriteGenerated { file, .. } if is_record(&file.path) => {
             let list: String = certificates(file.file.content())
@@ -47,19 +51,20 @@ pub fn posix_line(i: usize, change: &LifecycleChange<'_>) -> Option<String> {
                 .iter()
                 .map(|c| format!("{}\t{}\n", c.sha256, b64(&c.pem())))
                 .collect();
-            Some(format!(
-                "trust {i} '{}' '{}' {} '{}' '{}'\n",
-                b64(&file.path),
-                b64(file.file.content()),
-                file.file.sha256(),
-                b64(&list),
-                b64(&added_path(&file.path))
-            ))
+            part.values.push(file.path.as_str());
+            let content = part.values.content(file.file.content());
+            part.values.push(list);
+            part.values.push(added_path(&file.path));
+            let _ = writeln!(part.text, "trust {i} {} '{content}'", file.file.sha256());
+            true
         }
         LifecycleChange::RemoveFile { path } if is_record(path) => {
-            Some(format!("untrust {i} '{}' '{}'\n", b64(path), b64(&added_path(path))))
+            part.values.push(*path);
+            part.values.push(added_path(path));
+            let _ = writeln!(part.text, "untrust {i}");
+            true
         }
-        _ => None,
+        _ => false,
     }
 }
 
@@ -99,7 +104,7 @@ pub fn helpers(changes: &[(usize, &LifecycleChange<'_>)], text: &'static str) ->
     if changes.iter().any(|(_, c)| is_trust(c)) { text } else { "" }
 }
 
-/// posix helpers (after the lifecycle's: `o`, `v`, `d`, `put`). `added`
+/// posix helpers (after the lifecycle's: `o`, `n`, `d`, `take`, `put`). `added`
 /// reads the list of what winfleet added (fingerprints only: any other
 /// line is ignored) into `$was`.
 pub const POSIX_HELPERS: &str = r#"added() {
@@ -107,7 +112,7 @@ pub const POSIX_HELPERS: &str = r#"added() {
   while IFS= read -r f; do case $f in ''|*[!0-9a-f]*) ;; *) was="$was $f" ;; esac; done <"$1"
 }
 trust() {
-  idx=$1; p=$(v "$2"); p=${p%x}; sd=${p%/*}; [ "$sd" = "$p" ] && sd=.; lst=$(v "$5"); lst=${lst%x}; ad=$(v "$6"); ad=${ad%x}
+  idx=$1; take "$3"; p=$target; n; lst=$val; n; ad=$val; sd=${p%/*}; [ "$sd" = "$p" ] && sd=.
   added "$ad"; keep= now=
   while IFS='	' read -r f c; do
     [ -n "$f" ] || continue; keep="$keep $f"
@@ -122,10 +127,10 @@ WINFLEET_TR
     case "$keep " in *" $f "*) ;; *) if ! err=$(rm -f -- "$sd/$f.crt" 2>&1); then o failed "$err"; return; fi ;; esac
   done
   if ! err=$( { printf '%s\n' $now >"$ad"; } 2>&1 ); then o failed "cannot write $ad: $err"; return; fi
-  if put "$2" "$3" "$4"; then o applied; else o failed "$err"; fi
+  if put "$2"; then o applied; else o failed "$err"; fi
 }
 untrust() {
-  idx=$1; p=$(v "$2"); p=${p%x}; sd=${p%/*}; [ "$sd" = "$p" ] && sd=.; ad=$(v "$3"); ad=${ad%x}; added "$ad"; set --
+  idx=$1; n; p=$val; n; ad=$val; sd=${p%/*}; [ "$sd" = "$p" ] && sd=.; added "$ad"; set --
   for f in $was; do [ -f "$sd/$f.crt" ] && set -- "$@" "$sd/$f.crt"; done
   if [ "$#" -eq 0 ] && [ ! -e "$p" ] && [ ! -e "$ad" ]; then o unchanged; elif err=$(rm -f -- "$@" "$ad" "$p" 2>&1); then o applied; else o failed "$err"; fi
 }
