@@ -72,11 +72,6 @@ impl Values {
         self.values.extend(other.values);
     }
 
-    /// No value.
-    pub fn is_empty(&self) -> bool {
-        self.values.is_empty()
-    }
-
     /// The lines that decode the values and define `n` (nothing when there
     /// are none). They go before the first `n`.
     pub fn render(&self) -> String {
